@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/verdict-dev/verdict/model"
+)
+
+func init() {
+	register(command{name: "model", summary: "synthesize, inspect or pin GGUF model files", runFunc: runModel})
+}
+
+const modelUsage = `Usage:
+  verdict model synth [--shape tiny|medium|small] [--seed N] [--chat chatml|llama3] -o FILE
+  verdict model inspect [--json] [--no-hash] FILE
+  verdict model pin FILE      write FILE.sha256, which loading then enforces
+`
+
+func runModel(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(os.Stderr, modelUsage)
+		if len(args) == 0 {
+			return errUsage
+		}
+		return nil
+	}
+	switch args[0] {
+	case "synth":
+		return runModelSynth(args[1:])
+	case "inspect":
+		return runModelInspect(args[1:])
+	case "pin":
+		return runModelPin(args[1:])
+	}
+	fmt.Fprintf(os.Stderr, "verdict model: unknown subcommand %q\n\n%s", args[0], modelUsage)
+	return errUsage
+}
+
+func runModelSynth(args []string) error {
+	fs := newFlagSet("model synth", "model synth [flags] -o FILE")
+	shape := fs.String("shape", "tiny", "model shape: "+strings.Join(model.ShapeNames(), ", "))
+	seed := fs.Uint64("seed", 1, "random seed; the same seed writes the same bytes")
+	chat := fs.String("chat", "", "embed a chat template: chatml or llama3 (default none)")
+	out := fs.String("o", "", "output file (required)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return fmt.Errorf("flag -o: an output file is required")
+	}
+	if _, ok := model.Shapes[*shape]; !ok {
+		return fmt.Errorf("flag --shape: bad value %q (want %s)", *shape, strings.Join(model.ShapeNames(), ", "))
+	}
+	if err := model.Synth(*out, model.SynthOptions{Shape: *shape, Seed: *seed, Chat: *chat}); err != nil {
+		return err
+	}
+	info, err := model.Inspect(*out, true)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s: %s, %d parameters, %s, vocab %d, sha256 %s\n", *out, info.Name, info.Parameters, info.Quantization, info.VocabSize, info.SHA256)
+	return nil
+}
+
+func runModelInspect(args []string) error {
+	fs := newFlagSet("model inspect", "model inspect [flags] FILE")
+	asJSON := fs.Bool("json", false, "print JSON")
+	noHash := fs.Bool("no-hash", false, "skip the sha256 (which reads the whole file)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("model inspect: want exactly one FILE, got %d arguments", fs.NArg())
+	}
+	info, err := model.Inspect(fs.Arg(0), !*noHash)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(info)
+	}
+	tmpl := "no"
+	if info.ChatTemplate {
+		tmpl = "yes"
+	}
+	fmt.Printf("file          %s\nname          %s\narchitecture  %s\nparameters    %d (%.3g B)\nquantization  %s\nvocabulary    %d tokens\ncontext       %d\nchat template %s\nsize          %d bytes\n",
+		info.File, info.Name, info.Architecture, info.Parameters, float64(info.Parameters)/1e9, info.Quantization, info.VocabSize, info.ContextLen, tmpl, info.SizeBytes)
+	if info.SHA256 != "" {
+		fmt.Printf("sha256        %s\n", info.SHA256)
+	}
+	return nil
+}
+
+func runModelPin(args []string) error {
+	fs := newFlagSet("model pin", "model pin FILE")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("model pin: want exactly one FILE, got %d arguments", fs.NArg())
+	}
+	info, err := model.Inspect(fs.Arg(0), true)
+	if err != nil {
+		return err
+	}
+	if err := model.WriteManifest(fs.Arg(0), info.SHA256); err != nil {
+		return err
+	}
+	fmt.Printf("pinned %s to sha256 %s in %s\n", fs.Arg(0), info.SHA256, model.ManifestPath(fs.Arg(0)))
+	return nil
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/engine"
+)
+
+func init() {
+	register(command{name: "score", summary: "score SemIf decisions from JSONL (one per line) to JSONL results", runFunc: runScore})
+}
+
+// scoreChunk is how many lines are scored together: enough for the engine
+// to share state prefixes and batch, bounded so memory stays flat.
+const scoreChunk = 256
+
+func runScore(ctx context.Context, args []string) error {
+	fs := newFlagSet("score", "score [flags] [FILE|-]")
+	var ef engineFlags
+	var lf logFlags
+	ef.register(fs)
+	lf.register(fs)
+	policyFile := fs.String("policy", "", "policy file to apply to each result (see docs/policy.md)")
+	maxLine := fs.Int("max-line-bytes", 1<<20, "longest accepted input line")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := lf.setup(); err != nil {
+		return err
+	}
+	if fs.NArg() > 1 {
+		return fmt.Errorf("score: want at most one input FILE, got %d", fs.NArg())
+	}
+	in := io.Reader(os.Stdin)
+	if fs.NArg() == 1 && fs.Arg(0) != "-" {
+		f, err := os.Open(fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	apply, err := loadPolicyFunc(*policyFile)
+	if err != nil {
+		return err
+	}
+	eng, err := ef.open("/opt/ml/model")
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	out := bufio.NewWriter(os.Stdout)
+	defer out.Flush()
+	failed, err := scoreStream(ctx, eng, apply, in, out, *maxLine)
+	if err != nil {
+		return err
+	}
+	if failed > 0 {
+		fmt.Fprintf(os.Stderr, "verdict score: %d line(s) failed; see their error results\n", failed)
+		return exitCode(1)
+	}
+	return nil
+}
+
+// applyFunc turns a decision and its scored result into the published
+// result (the policy step); nil means no policy.
+type applyFunc func(d decision.Decision, score func(decision.Decision) (decision.Result, error)) decision.Result
+
+// scoreStream reads JSONL decisions, scores them in chunks and writes one
+// result per line, in order. A bad line becomes an error result with its
+// line number. It returns how many lines failed.
+func scoreStream(ctx context.Context, sc engine.Scorer, apply applyFunc, in io.Reader, out io.Writer, maxLine int) (int, error) {
+	sr := bufio.NewScanner(in)
+	sr.Buffer(make([]byte, 64<<10), maxLine)
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	failed := 0
+	type entry struct {
+		line int
+		d    decision.Decision
+		res  *decision.Result
+	}
+	var chunk []entry
+	flush := func() error {
+		var ds []decision.Decision
+		var idx []int
+		for i := range chunk {
+			if chunk[i].res == nil {
+				ds = append(ds, chunk[i].d)
+				idx = append(idx, i)
+			}
+		}
+		if len(ds) > 0 {
+			results, err := scoreAll(ctx, sc, apply, ds)
+			if err != nil {
+				return err
+			}
+			for k, i := range idx {
+				r := results[k]
+				chunk[i].res = &r
+			}
+		}
+		for _, c := range chunk {
+			c.res.Line = c.line
+			if c.res.Error != nil || (c.res.Outcome != nil && c.res.Outcome.Status == decision.StatusError) {
+				failed++
+			}
+			if err := enc.Encode(c.res); err != nil {
+				return err
+			}
+		}
+		chunk = chunk[:0]
+		return nil
+	}
+	line := 0
+	for sr.Scan() {
+		line++
+		b := sr.Bytes()
+		if len(trimSpace(b)) == 0 {
+			continue
+		}
+		d, err := decision.ParseSemIfDecision(b, decision.Limits{})
+		if err != nil {
+			r := lineError(err)
+			chunk = append(chunk, entry{line: line, res: &r})
+		} else {
+			chunk = append(chunk, entry{line: line, d: d})
+		}
+		if len(chunk) == scoreChunk {
+			if err := flush(); err != nil {
+				return failed, err
+			}
+		}
+	}
+	if err := sr.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			err = fmt.Errorf("line %d: longer than --max-line-bytes (%d)", line+1, maxLine)
+		}
+		_ = flush()
+		return failed, err
+	}
+	return failed, flush()
+}
+
+// scoreAll scores decisions, with the policy when one is given. Whole-call
+// engine failures (busy, closed) are retried by nobody here: they fail the
+// run, since an offline job has no queue to release work to.
+func scoreAll(ctx context.Context, sc engine.Scorer, apply applyFunc, ds []decision.Decision) ([]decision.Result, error) {
+	if apply == nil {
+		return sc.Score(ctx, ds)
+	}
+	out := make([]decision.Result, len(ds))
+	for i, d := range ds {
+		out[i] = apply(d, func(d decision.Decision) (decision.Result, error) {
+			rs, err := sc.Score(ctx, []decision.Decision{d})
+			if err != nil {
+				return decision.Result{}, err
+			}
+			return rs[0], nil
+		})
+	}
+	return out, nil
+}
+
+func lineError(err error) decision.Result {
+	code := "invalid"
+	switch {
+	case errors.Is(err, decision.ErrMalformed):
+		code = "malformed"
+	case errors.Is(err, decision.ErrTooLarge):
+		code = "too_large"
+	}
+	r := decision.Result{Error: &decision.Error{Code: code, Message: err.Error()}}
+	var ve *decision.ValidationError
+	if errors.As(err, &ve) {
+		r.Error.Fields = ve.Errors
+	}
+	return r
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r' || b[0] == '\n') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\r' || b[len(b)-1] == '\n') {
+		b = b[:len(b)-1]
+	}
+	return b
+}

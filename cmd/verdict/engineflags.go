@@ -1,0 +1,77 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/verdict-dev/verdict/engine/llamacpp"
+)
+
+// engineFlags are the model and engine flags shared by every command that
+// loads a model (score, batch, eval, bench, worker, serve, up).
+type engineFlags struct {
+	model       string
+	sha256      string
+	threads     int
+	gpuLayers   int
+	ctx         int
+	batch       int
+	ubatch      int
+	seqMax      int
+	maxPending  int
+	temperature float64
+	noMmap      bool
+}
+
+func (e *engineFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&e.model, "model", "", "GGUF model file (default: the first .gguf under /opt/ml/model, if any)")
+	fs.StringVar(&e.model, "m", "", "shorthand for --model")
+	fs.StringVar(&e.sha256, "model-sha256", "", "refuse to load a model whose sha256 differs (default: <model>.sha256 manifest if present)")
+	fs.IntVar(&e.threads, "threads", 0, "decode threads (default: number of CPUs)")
+	fs.IntVar(&e.gpuLayers, "gpu-layers", 0, "layers to offload to a GPU (-1 = all)")
+	fs.IntVar(&e.ctx, "ctx", 0, "context size in tokens (default 8192)")
+	fs.IntVar(&e.batch, "batch", 0, "tokens per llama_decode call (default 2048)")
+	fs.IntVar(&e.ubatch, "ubatch", 0, "physical micro-batch (default 512)")
+	fs.IntVar(&e.seqMax, "seq-max", 0, "KV sequences at once, 1..256 (default 64)")
+	fs.IntVar(&e.maxPending, "max-pending", 0, "decisions waiting for the engine before it answers busy (default 1024)")
+	fs.Float64Var(&e.temperature, "temperature", 0, "divide option logits by this before the softmax (default 1)")
+	fs.BoolVar(&e.noMmap, "no-mmap", false, "read the model into memory instead of mapping it")
+}
+
+// modelPath returns the model to load: --model, else the first .gguf
+// under dir (SageMaker puts models in /opt/ml/model).
+func (e *engineFlags) modelPath(dir string) (string, error) {
+	if e.model != "" {
+		return e.model, nil
+	}
+	matches, _ := filepath.Glob(filepath.Join(dir, "*.gguf"))
+	sort.Strings(matches)
+	if len(matches) == 0 {
+		return "", fmt.Errorf("flag --model: no model given and no .gguf file under %s", dir)
+	}
+	return matches[0], nil
+}
+
+// options turns the flags into engine options.
+func (e *engineFlags) options(path string) llamacpp.Options {
+	return llamacpp.Options{
+		ModelPath: path, SHA256: e.sha256, GPULayers: e.gpuLayers, NoMmap: e.noMmap,
+		Threads: e.threads, ContextSize: e.ctx, BatchSize: e.batch, UBatchSize: e.ubatch,
+		MaxSequences: e.seqMax, MaxPending: e.maxPending, Temperature: e.temperature,
+	}
+}
+
+// open loads the engine. defaultDir is searched when --model is not given.
+func (e *engineFlags) open(defaultDir string) (*llamacpp.Engine, error) {
+	path, err := e.modelPath(defaultDir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("flag --model: %v", err)
+	}
+	return llamacpp.New(e.options(path))
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+)
+
+// errUsage means the command line was wrong and usage was printed.
+var errUsage = errors.New("usage")
+
+// newFlagSet returns a flag set for a subcommand whose usage text starts
+// with the given synopsis.
+func newFlagSet(name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: verdict %s\n\nFlags (each also VERDICT_<NAME>):\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args, then fills every flag not given on the command
+// line from its VERDICT_* environment variable (flags win). Errors name the
+// flag or variable and the bad value.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitCode(0)
+		}
+		return errUsage
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		env := envName(f.Name)
+		if v, ok := os.LookupEnv(env); ok {
+			if e := f.Value.Set(v); e != nil {
+				err = fmt.Errorf("environment %s=%q: %v", env, v, e)
+			}
+		}
+	})
+	return err
+}
+
+// envName maps a flag name to its environment variable: gpu-layers →
+// VERDICT_GPU_LAYERS.
+func envName(flagName string) string {
+	return "VERDICT_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// logFlags are the logging flags every long-running command takes.
+type logFlags struct {
+	level  string
+	format string
+}
+
+func (l *logFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&l.format, "log-format", "text", "log format: text or json")
+}
+
+// setup installs the default slog logger (on stderr).
+func (l *logFlags) setup() error {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(l.level)); err != nil {
+		return fmt.Errorf("flag --log-level: bad value %q (want debug, info, warn or error)", l.level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch l.format {
+	case "text":
+		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, opts)))
+	case "json":
+		slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, opts)))
+	default:
+		return fmt.Errorf("flag --log-format: bad value %q (want text or json)", l.format)
+	}
+	return nil
+}

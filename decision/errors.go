@@ -1,0 +1,103 @@
+package decision
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors. Each error returned by this package matches exactly one
+// of them with errors.Is.
+var (
+	// ErrMalformed: the body is not the JSON it claims to be (HTTP 400).
+	ErrMalformed = errors.New("decision: malformed JSON")
+	// ErrInvalid: valid JSON that breaks a field rule (HTTP 422).
+	ErrInvalid = errors.New("decision: invalid request")
+	// ErrTooLarge: a size limit was exceeded (HTTP 413).
+	ErrTooLarge = errors.New("decision: request too large")
+)
+
+// FieldError is one problem with one field, named by its JSON path, for
+// example `options[3].id: duplicate "billing"`.
+type FieldError struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+func (e FieldError) Error() string {
+	if e.Path == "" {
+		return e.Message
+	}
+	return e.Path + ": " + e.Message
+}
+
+// ValidationError lists every field problem found in a request. It matches
+// ErrInvalid, or ErrTooLarge when any of its problems is a size limit.
+type ValidationError struct {
+	Errors   []FieldError `json:"errors"`
+	tooLarge bool
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Errors))
+	for i, fe := range e.Errors {
+		parts[i] = fe.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Is reports the class of the error for errors.Is.
+func (e *ValidationError) Is(target error) bool {
+	if target == ErrTooLarge {
+		return e.tooLarge
+	}
+	return target == ErrInvalid && !e.tooLarge
+}
+
+// fieldErrs accumulates field errors while a request is checked.
+type fieldErrs struct {
+	list     []FieldError
+	tooLarge bool
+}
+
+func (f *fieldErrs) add(path, format string, args ...any) {
+	f.list = append(f.list, FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+func (f *fieldErrs) addLarge(path, format string, args ...any) {
+	f.tooLarge = true
+	f.add(path, format, args...)
+}
+
+func (f *fieldErrs) err() error {
+	if len(f.list) == 0 {
+		return nil
+	}
+	return &ValidationError{Errors: f.list, tooLarge: f.tooLarge}
+}
+
+// malformed wraps a JSON syntax problem at path.
+func malformed(path string, err error) error {
+	if path == "" {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrMalformed, path, err)
+}
+
+// join builds a JSON path: join("options", 3, "id") = "options[3].id".
+func join(base string, elems ...any) string {
+	var b strings.Builder
+	b.WriteString(base)
+	for _, e := range elems {
+		switch v := e.(type) {
+		case int:
+			fmt.Fprintf(&b, "[%d]", v)
+		case string:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(v)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,93 @@
+package decision
+
+// Result is what verdict returns for one decision. Arrays follow the order
+// of the decision's options.
+type Result struct {
+	// ID echoes Decision.ID.
+	ID string `json:"id"`
+	// Kind echoes Decision.Kind when set.
+	Kind string `json:"kind,omitempty"`
+	// OptionIDs are the options in request order.
+	OptionIDs []string `json:"option_ids,omitempty"`
+	// Probabilities are a softmax over OptionLogits (after Temperature):
+	// conditional on the declared options, not calibrated confidence.
+	Probabilities []float64 `json:"probabilities,omitempty"`
+	// OptionLogits are the raw model scores of each option's answer slot
+	// (a label token's logit, or a label sequence's summed log-probability).
+	OptionLogits []float64 `json:"option_logits,omitempty"`
+	// Chosen is the option with the highest probability.
+	Chosen string `json:"chosen,omitempty"`
+	// Confidence is clamp((N·p_max − 1)/(N − 1), 0, 1).
+	Confidence float64 `json:"confidence"`
+	// Margin is p_max minus the runner-up's probability.
+	Margin float64 `json:"margin"`
+	// Temperature that divided the logits before the softmax (1 = none).
+	Temperature float64 `json:"temperature,omitempty"`
+	// Calibrated is true only when a fitted calibration was applied.
+	Calibrated bool `json:"calibrated"`
+	// PromptVersion names the prompt template that rendered the prompt.
+	PromptVersion string `json:"prompt_version,omitempty"`
+	// PromptSHA256 is the hex sha256 of the exact prompt text scored.
+	PromptSHA256 string `json:"prompt_sha256,omitempty"`
+	// Readout says what was read from the model.
+	Readout string `json:"readout,omitempty"`
+	// Labels are the answer-slot labels given to the options ("A", "B", …).
+	Labels []string `json:"labels,omitempty"`
+	// Tokens counts the prompt's tokens.
+	Tokens *Tokens `json:"tokens,omitempty"`
+	// Timing in milliseconds.
+	Timing *Timing `json:"timing_ms,omitempty"`
+	// Model identifies the model that answered.
+	Model *ModelIdentity `json:"model,omitempty"`
+	// Outcome is the policy's decision, when a policy ran.
+	Outcome *Outcome `json:"outcome,omitempty"`
+	// Error is set when the decision could not be scored.
+	Error *Error `json:"error,omitempty"`
+	// Line is the input line number, for results of JSONL files.
+	Line int `json:"line,omitempty"`
+}
+
+// Tokens counts the tokens of one scored prompt.
+type Tokens struct {
+	// Input is the prompt's length in tokens.
+	Input int `json:"input"`
+	// StatePrefix is the number of leading tokens that depend only on the
+	// state (and template), reusable across questions about it.
+	StatePrefix int `json:"state_prefix"`
+	// Evaluated is the number of tokens decoded for this decision (less than
+	// Input when a cached prefix was reused).
+	Evaluated int `json:"evaluated"`
+}
+
+// Timing of one decision, in milliseconds.
+type Timing struct {
+	Tokenize float64 `json:"tokenize"`
+	Queue    float64 `json:"queue,omitempty"`
+	Decode   float64 `json:"decode"`
+	Total    float64 `json:"total"`
+}
+
+// ModelIdentity pins the model that produced a result.
+type ModelIdentity struct {
+	File         string `json:"file"`
+	SHA256       string `json:"sha256,omitempty"`
+	Name         string `json:"name,omitempty"`
+	Architecture string `json:"architecture,omitempty"`
+	Quantization string `json:"quantization,omitempty"`
+	ChatTemplate string `json:"chat_template,omitempty"`
+}
+
+// Error describes why a decision has no scores.
+type Error struct {
+	// Code is a stable machine-readable reason: "invalid", "too_large",
+	// "malformed", "busy", "engine", "unsupported", "canceled".
+	Code string `json:"code"`
+	// Message is for humans; for validation errors it lists field paths.
+	Message string `json:"message"`
+	// Fields lists validation problems by path.
+	Fields []FieldError `json:"fields,omitempty"`
+	// Retryable is true when the same request may succeed later.
+	Retryable bool `json:"retryable"`
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }

@@ -1,0 +1,20 @@
+// Package llamacpp is verdict's binding to llama.cpp and the engine built
+// on it. It is the only package with cgo, and it compiles only with the
+// "llamacpp" build tag (set by the Makefile together with the include
+// paths and -march flags); without the tag, New returns engine.ErrNoEngine.
+//
+// Two layers:
+//
+//   - The binding (Model, Context, Batch) wraps llama.h: loading, tokenizing,
+//     batches, decode, logits and KV-sequence operations. C types never
+//     leave it; every id and range is checked in Go before a call that
+//     would otherwise hit a GGML_ASSERT and abort the process.
+//   - The Engine owns one context from one goroutine. Score may be called
+//     from many goroutines: callers render and tokenize their decisions,
+//     then hand them to the decode loop through a bounded queue (beyond it,
+//     engine.ErrBusy). The loop takes everything waiting, prefills each
+//     distinct state prefix once (reusing cached prefixes from earlier
+//     requests), copies it into one branch sequence per decision and decodes
+//     all the question suffixes together, reading logits only at each
+//     suffix's last token.
+package llamacpp

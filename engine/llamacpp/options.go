@@ -1,0 +1,99 @@
+package llamacpp
+
+import (
+	"fmt"
+	"runtime"
+)
+
+// Options configure an Engine. The zero value of a field means its default,
+// given in the field's comment.
+type Options struct {
+	// ModelPath is the GGUF file to load. Required.
+	ModelPath string
+	// SHA256, when set, pins the model: loading refuses a file whose sha256
+	// differs. When empty, a manifest file beside the model
+	// (<model>.sha256) is honoured if present. Defaults to no pin.
+	SHA256 string
+	// GPULayers is the number of layers to offload (-1 = all). Defaults to 0.
+	GPULayers int
+	// NoMmap disables memory-mapping the model file. Defaults to false.
+	NoMmap bool
+	// Threads used for decoding. Defaults to the number of CPUs Go sees.
+	Threads int
+	// ContextSize is n_ctx in tokens. Defaults to 8192.
+	ContextSize int
+	// BatchSize is n_batch, the most tokens one llama_decode takes. Defaults to 2048.
+	BatchSize int
+	// UBatchSize is n_ubatch, the physical micro-batch. Defaults to 512.
+	UBatchSize int
+	// MaxSequences is n_seq_max, the most KV sequences (branches) at once.
+	// Defaults to 128; 2..256.
+	MaxSequences int
+	// MaxPending bounds decisions waiting for the decode loop; beyond it
+	// Score returns engine.ErrBusy. Defaults to 1024.
+	MaxPending int
+	// Temperature divides option logits before the softmax. Defaults to 1.
+	Temperature float64
+	// PrefixCacheSlots is how many state prefixes stay resident in the KV
+	// cache between requests. Defaults to 16 (at most MaxSequences/2).
+	PrefixCacheSlots int
+	// PrefixCacheTokens bounds the tokens held by resident prefixes; the
+	// least recently used are evicted beyond it. Defaults to ContextSize/2.
+	PrefixCacheTokens int
+	// MaxRoundDecisions bounds how many waiting decisions one pass of the
+	// decode loop takes. Defaults to 256.
+	MaxRoundDecisions int
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.Threads, runtime.NumCPU())
+	def(&o.ContextSize, 8192)
+	def(&o.BatchSize, 2048)
+	def(&o.UBatchSize, 512)
+	def(&o.MaxSequences, 128)
+	def(&o.MaxPending, 1024)
+	def(&o.PrefixCacheSlots, 16)
+	if o.PrefixCacheSlots > o.MaxSequences/2 {
+		o.PrefixCacheSlots = max(1, o.MaxSequences/2)
+	}
+	def(&o.PrefixCacheTokens, o.ContextSize/2)
+	def(&o.MaxRoundDecisions, 256)
+	if o.Temperature == 0 {
+		o.Temperature = 1
+	}
+	return o
+}
+
+// validate names the first bad field.
+func (o Options) validate() error {
+	switch {
+	case o.ModelPath == "":
+		return fmt.Errorf("llamacpp: Options.ModelPath is required")
+	case o.Threads < 1:
+		return fmt.Errorf("llamacpp: Options.Threads must be >= 1, got %d", o.Threads)
+	case o.ContextSize < 64:
+		return fmt.Errorf("llamacpp: Options.ContextSize must be >= 64, got %d", o.ContextSize)
+	case o.BatchSize < 1 || o.UBatchSize < 1 || o.UBatchSize > o.BatchSize:
+		return fmt.Errorf("llamacpp: Options.BatchSize (%d) and UBatchSize (%d) must be >= 1 with UBatchSize <= BatchSize", o.BatchSize, o.UBatchSize)
+	case o.MaxSequences < 2 || o.MaxSequences > 256:
+		return fmt.Errorf("llamacpp: Options.MaxSequences must be 2..256, got %d", o.MaxSequences)
+	case o.PrefixCacheSlots < 1 || o.PrefixCacheSlots >= o.MaxSequences:
+		return fmt.Errorf("llamacpp: Options.PrefixCacheSlots must be 1..MaxSequences-1, got %d", o.PrefixCacheSlots)
+	case o.PrefixCacheTokens < 0:
+		return fmt.Errorf("llamacpp: Options.PrefixCacheTokens must be >= 0, got %d", o.PrefixCacheTokens)
+	case o.MaxRoundDecisions < 1:
+		return fmt.Errorf("llamacpp: Options.MaxRoundDecisions must be >= 1, got %d", o.MaxRoundDecisions)
+	case o.MaxPending < 1:
+		return fmt.Errorf("llamacpp: Options.MaxPending must be >= 1, got %d", o.MaxPending)
+	case o.GPULayers < -1:
+		return fmt.Errorf("llamacpp: Options.GPULayers must be -1 (all) or >= 0, got %d", o.GPULayers)
+	case o.Temperature < 0:
+		return fmt.Errorf("llamacpp: Options.Temperature must be > 0, got %v", o.Temperature)
+	}
+	return nil
+}

@@ -1,0 +1,33 @@
+//go:build !llamacpp
+
+package llamacpp
+
+import (
+	"context"
+
+	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/engine"
+)
+
+// Available reports whether this binary embeds llama.cpp.
+const Available = false
+
+// Engine is unavailable in builds without the llamacpp tag.
+type Engine struct{}
+
+// New always fails with engine.ErrNoEngine in builds without the llamacpp tag.
+func New(Options) (*Engine, error) { return nil, engine.ErrNoEngine }
+
+// Score always fails with engine.ErrNoEngine.
+func (*Engine) Score(context.Context, []decision.Decision) ([]decision.Result, error) {
+	return nil, engine.ErrNoEngine
+}
+
+// Identity is empty without llama.cpp.
+func (*Engine) Identity() decision.ModelIdentity { return decision.ModelIdentity{} }
+
+// Stats is empty without llama.cpp.
+func (*Engine) Stats() Stats { return Stats{} }
+
+// Close does nothing.
+func (*Engine) Close() error { return nil }
