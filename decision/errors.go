@@ -58,15 +58,38 @@ func (e *ValidationError) Is(target error) bool {
 type fieldErrs struct {
 	list     []FieldError
 	tooLarge bool
+	// quiet drops problems at a path related to (equal to, inside or
+	// containing) one already recorded at list[quietFrom:].
+	quiet     bool
+	quietFrom int
 }
 
 func (f *fieldErrs) add(path, format string, args ...any) {
-	f.list = append(f.list, FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
+	f.addClass(false, path, format, args...)
 }
 
 func (f *fieldErrs) addLarge(path, format string, args ...any) {
-	f.tooLarge = true
-	f.add(path, format, args...)
+	f.addClass(true, path, format, args...)
+}
+
+func (f *fieldErrs) addClass(large bool, path, format string, args ...any) {
+	if f.quiet {
+		for _, fe := range f.list[f.quietFrom:] {
+			if relatedPath(fe.Path, path) {
+				return
+			}
+		}
+	}
+	f.tooLarge = f.tooLarge || large
+	f.list = append(f.list, FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// relatedPath reports whether one path equals the other or lies inside it.
+func relatedPath(a, b string) bool {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	return a == b || strings.HasPrefix(b, a+".") || strings.HasPrefix(b, a+"[")
 }
 
 func (f *fieldErrs) err() error {

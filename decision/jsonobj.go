@@ -120,6 +120,9 @@ func stringField(raw json.RawMessage, path string, errs *fieldErrs) (string, boo
 // canonicalJSON re-encodes a JSON value with object keys sorted and
 // insignificant whitespace removed; numbers keep their literal text.
 func canonicalJSON(raw json.RawMessage, indent bool) ([]byte, error) {
+	if key, dup := duplicateKey(raw); dup {
+		return nil, fmt.Errorf("duplicate key %q", key)
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
@@ -136,4 +139,44 @@ func canonicalJSON(raw json.RawMessage, indent bool) ([]byte, error) {
 		return nil, fmt.Errorf("canonical json: %w", err)
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// duplicateKey reports the first key that occurs twice in one object of a
+// JSON value (decoding into a map would silently keep the last one).
+func duplicateKey(raw json.RawMessage) (string, bool) {
+	type frame struct {
+		keys    map[string]bool // nil for arrays
+		wantKey bool
+	}
+	var stack []frame
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	for {
+		tok, err := dec.Token()
+		if err != nil { // io.EOF, or a syntax error canonicalJSON reports
+			return "", false
+		}
+		if d, ok := tok.(json.Delim); ok {
+			if d == '{' || d == '[' {
+				f := frame{wantKey: d == '{'}
+				if d == '{' {
+					f.keys = map[string]bool{}
+				}
+				stack = append(stack, f)
+				continue
+			}
+			stack = stack[:len(stack)-1]
+		} else if n := len(stack); n > 0 && stack[n-1].wantKey {
+			key, _ := tok.(string)
+			if stack[n-1].keys[key] {
+				return key, true
+			}
+			stack[n-1].keys[key] = true
+			stack[n-1].wantKey = false
+			continue
+		}
+		// A value ended; in an object, a key comes next.
+		if n := len(stack); n > 0 && stack[n-1].keys != nil {
+			stack[n-1].wantKey = true
+		}
+	}
 }

@@ -26,20 +26,24 @@ func ParseSemIf(data []byte, l Limits) ([]Decision, Shape, error) {
 	if err := checkJSON(data); err != nil {
 		return nil, ShapeBare, err
 	}
-	var errs fieldErrs
-	members, ok := objectMembers(data, "", &errs)
+	// top holds problems of the top-level object itself (duplicate keys);
+	// a bare decision re-reads that object and reports them again itself.
+	var top fieldErrs
+	members, ok := objectMembers(data, "", &top)
 	if !ok {
-		return nil, ShapeBare, errs.err()
+		return nil, ShapeBare, top.err()
 	}
 	if len(members) == 1 {
 		switch members[0].Key {
 		case "decision":
+			errs := top
 			d, _ := parseSemIfDecision(members[0].Value, "decision", l, &errs)
 			if err := errs.err(); err != nil {
 				return nil, ShapeWrapped, err
 			}
 			return []Decision{d}, ShapeWrapped, nil
 		case "decisions":
+			errs := top
 			ds := parseSemIfBatch(members[0].Value, "decisions", l, &errs)
 			if err := errs.err(); err != nil {
 				return nil, ShapeBatch, err
@@ -49,10 +53,11 @@ func ParseSemIf(data []byte, l Limits) ([]Decision, Shape, error) {
 	}
 	for _, m := range members {
 		if m.Key == "decision" || m.Key == "decisions" {
-			errs.add(m.Key, "must be the only top-level field")
-			return nil, ShapeBare, errs.err()
+			top.add(m.Key, "must be the only top-level field")
+			return nil, ShapeBare, top.err()
 		}
 	}
+	var errs fieldErrs
 	d, _ := parseSemIfDecision(data, "", l, &errs)
 	if err := errs.err(); err != nil {
 		return nil, ShapeBare, err
@@ -154,11 +159,15 @@ func parseSemIfDecision(raw json.RawMessage, path string, l Limits, errs *fieldE
 	if !haveOptions {
 		errs.add(join(path, "options"), "is required")
 	}
+	// Check the rules too, so that every problem is reported at once, but
+	// say nothing more about a field whose decoding already failed.
+	errs.quietFrom, errs.quiet = before, true
+	d.validate(l, path, errs)
+	errs.quiet = false
 	if len(errs.list) > before {
 		return Decision{}, false
 	}
-	d.validate(l, path, errs)
-	return d, len(errs.list) == before
+	return d, true
 }
 
 func parseSemIfOptions(raw json.RawMessage, path string, errs *fieldErrs) []Option {

@@ -79,7 +79,10 @@ func (s *State) UnmarshalJSON(b []byte) error {
 // parseState validates and decodes a state value. maxBytes <= 0 means no limit.
 func parseState(raw json.RawMessage, path string, maxBytes int, errs *fieldErrs) (State, bool) {
 	raw = bytes.TrimSpace(raw)
-	if maxBytes > 0 && len(raw) > maxBytes+2 {
+	// A cheap guard before decoding. Escapes make the raw form up to six
+	// times larger than the state (\u00e9 for é, \u0026 for &), so the
+	// exact limit is checked on the decoded text or canonical JSON below.
+	if maxBytes > 0 && len(raw) > 6*maxBytes+2 {
 		errs.addLarge(path, "is %d bytes, limit is %d", len(raw), maxBytes)
 		return State{}, false
 	}
@@ -106,6 +109,10 @@ func parseState(raw json.RawMessage, path string, maxBytes int, errs *fieldErrs)
 		}
 		if string(c) == "{}" || string(c) == "[]" {
 			errs.add(path, "must not be an empty %s", kindOf(raw))
+			return State{}, false
+		}
+		if maxBytes > 0 && len(c) > maxBytes {
+			errs.addLarge(path, "is %d bytes, limit is %d", len(c), maxBytes)
 			return State{}, false
 		}
 		return State{JSON: c}, true

@@ -85,13 +85,20 @@ func ParseSystemOne(data []byte, l Limits) (*SystemOneRequest, error) {
 // LooksLikeSystemOne reports whether a JSON body has the System One shape
 // (a top-level "questions" object) rather than a SemIf one.
 func LooksLikeSystemOne(data []byte) bool {
-	var probe struct {
-		Questions json.RawMessage `json:"questions"`
-	}
-	if json.Unmarshal(data, &probe) != nil {
+	if checkJSON(data) != nil {
 		return false
 	}
-	return kindOf(probe.Questions) == "object"
+	var errs fieldErrs
+	members, ok := objectMembers(data, "", &errs)
+	if !ok {
+		return false
+	}
+	for _, m := range members {
+		if m.Key == "questions" {
+			return kindOf(m.Value) == "object"
+		}
+	}
+	return false
 }
 
 func parseQuestions(raw json.RawMessage, path string, l Limits, errs *fieldErrs) []SystemOneQuestion {
@@ -148,7 +155,7 @@ func parseQuestion(key string, raw json.RawMessage, path string, l Limits, errs 
 	cp := join(path, "criteria")
 	switch q.Type {
 	case TypeNoul:
-		q.Options = noulOptions(criteria, cp, errs)
+		q.Options = noulOptions(criteria, cp, l, errs)
 	case TypeChoice:
 		q.Options = choiceOptions(criteria, cp, l, errs)
 	case TypeScore:
@@ -190,9 +197,19 @@ func parseInstructions(raw json.RawMessage, path string, l Limits, errs *fieldEr
 	return s
 }
 
-// criterionText reads a criterion description: a string, null, or an
+// criterionText reads a criterion description (see criterionValue) and
+// bounds its size by MaxDescriptionBytes, as Decision.Validate does.
+func criterionText(raw json.RawMessage, path string, l Limits, errs *fieldErrs) string {
+	s := criterionValue(raw, path, errs)
+	if len(s) > l.MaxDescriptionBytes {
+		errs.addLarge(path, "is %d bytes, limit is %d", len(s), l.MaxDescriptionBytes)
+	}
+	return s
+}
+
+// criterionValue reads a criterion description: a string, null, or an
 // object/array rendered as JSON.
-func criterionText(raw json.RawMessage, path string, errs *fieldErrs) string {
+func criterionValue(raw json.RawMessage, path string, errs *fieldErrs) string {
 	switch kindOf(raw) {
 	case "null":
 		return ""
@@ -211,7 +228,7 @@ func criterionText(raw json.RawMessage, path string, errs *fieldErrs) string {
 	}
 }
 
-func noulOptions(criteria json.RawMessage, path string, errs *fieldErrs) []Option {
+func noulOptions(criteria json.RawMessage, path string, l Limits, errs *fieldErrs) []Option {
 	yes, no := "Yes.", "No."
 	if criteria != nil {
 		members, ok := objectMembers(criteria, path, errs)
@@ -221,11 +238,11 @@ func noulOptions(criteria json.RawMessage, path string, errs *fieldErrs) []Optio
 		for _, m := range members {
 			switch m.Key {
 			case "true":
-				if t := criterionText(m.Value, join(path, "true"), errs); t != "" {
+				if t := criterionText(m.Value, join(path, "true"), l, errs); t != "" {
 					yes = t
 				}
 			case "false":
-				if t := criterionText(m.Value, join(path, "false"), errs); t != "" {
+				if t := criterionText(m.Value, join(path, "false"), l, errs); t != "" {
 					no = t
 				}
 			default:
@@ -253,7 +270,7 @@ func choiceOptions(criteria json.RawMessage, path string, l Limits, errs *fieldE
 	for _, m := range members {
 		p := join(path, m.Key)
 		if checkID(m.Key, p, l.MaxOptionIDBytes, errs) {
-			out = append(out, Option{ID: m.Key, Description: criterionText(m.Value, p, errs)})
+			out = append(out, Option{ID: m.Key, Description: criterionText(m.Value, p, l, errs)})
 		}
 	}
 	return out
@@ -275,7 +292,7 @@ func scoreOptions(criteria json.RawMessage, path string, l Limits, errs *fieldEr
 	out := make([]Option, len(elems))
 	for i, e := range elems {
 		p := join(path, i)
-		t := criterionText(e, p, errs)
+		t := criterionText(e, p, l, errs)
 		if strings.TrimSpace(t) == "" {
 			errs.add(p, "level description must not be empty")
 		}

@@ -1,0 +1,61 @@
+// Package policy turns a model's option probabilities into an outcome that
+// software may act on. The model proposes; the policy decides. Business
+// rules and authorization never live in the model.
+//
+// A policy is a YAML file (see docs/policy.md and examples/policy.yaml).
+// Parse and Load validate all of it up front and report every problem with
+// its path, for example
+//
+//	kinds.support-route.rules[2].option: unknown option "refund" (line 14)
+//
+// so a policy is either fully valid or not loaded at all.
+//
+// # Data flow
+//
+// Each decision goes through two calls around the engine:
+//
+//	plan := p.Before(d, caller)      // kind, authorization, rules
+//	if plan.Outcome == nil {         // nothing settled it: ask the model
+//		r, err := score(plan.Decision)
+//		r = p.After(plan, r, err)    // temperature, thresholds, fallback, on_error
+//	} else {
+//		r = p.After(plan, decision.Result{}, nil) // records plan.Outcome
+//	}
+//
+// Before resolves the decision's kind (its kind field, else the first kind
+// whose match patterns fit its id or question, else the default kind),
+// applies authorization (the caller's tenant or API key decides which kinds
+// and options it may receive; disallowed options are removed before scoring
+// in mode filter, or the decision is refused in mode refuse), then runs the
+// kind's CEL rules in order: the first that is true decides with its named
+// option, without the model.
+//
+// After recomputes the probabilities from the option logits with the kind's
+// temperature, checks min_probability, min_margin and the chosen option's
+// minimum, and settles the decision as decided, or applies the kind's
+// fallback (a named option, abstain or review). When scoring failed for good
+// it applies on_error. The outcome (decision.Outcome) records the status,
+// the step that decided, every comparison made and a one-line reason.
+//
+// # Failing closed
+//
+// No error path yields decision.StatusDecided: scoring errors, results that
+// do not match the plan, NaN scores, rules that fail to evaluate, a plan
+// from another policy and a nil *Policy all end in error, abstained, review
+// or a configured fallback. An option the caller may not receive is never
+// returned: the model only sees allowed options, and a rule or fallback
+// that names an option the decision does not carry abstains instead.
+// Result.Chosen always equals Outcome.Chosen, so it is empty when there is
+// nothing to act on.
+//
+// Use Default for the permissive policy (no rules, no thresholds, argmax
+// decides) when no file is configured; a nil *Policy refuses everything.
+//
+// # Reloading
+//
+// A Holder keeps the current policy behind an atomic pointer. Reload (or a
+// SIGHUP with WatchSIGHUP) parses the file again and swaps it in only when
+// it is valid; a bad file leaves the previous policy in force and returns
+// the error. Use one Current() value for both Before and After of a
+// decision.
+package policy

@@ -1,0 +1,89 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// Holder keeps the current policy and swaps it atomically on reload. A
+// reload that fails keeps the previous policy whole: a policy is either
+// fully applied or not at all. Holder is safe for concurrent use.
+type Holder struct {
+	path string
+	cur  atomic.Pointer[Policy]
+	mu   sync.Mutex // serializes reloads
+}
+
+// NewHolder loads the policy file at path. An empty path holds Default()
+// and Reload does nothing.
+func NewHolder(path string) (*Holder, error) {
+	h := &Holder{path: path}
+	if path == "" {
+		h.cur.Store(Default())
+		return h, nil
+	}
+	p, err := Load(path)
+	if err != nil {
+		return nil, err
+	}
+	h.cur.Store(p)
+	return h, nil
+}
+
+// HolderOf holds a fixed policy (nil means Default()); Reload does nothing.
+func HolderOf(p *Policy) *Holder {
+	if p == nil {
+		p = Default()
+	}
+	h := &Holder{}
+	h.cur.Store(p)
+	return h
+}
+
+// Path is the policy file the holder reloads ("" for a fixed policy).
+func (h *Holder) Path() string { return h.path }
+
+// Current returns the policy in force. Use the same *Policy for Before and
+// After of one decision.
+func (h *Holder) Current() *Policy { return h.cur.Load() }
+
+// Reload reads the policy file again and swaps it in. On any error the
+// current policy stays in force and the error says why (it matches ErrRead
+// or ErrInvalid).
+func (h *Holder) Reload() error {
+	if h.path == "" {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p, err := Load(h.path)
+	if err != nil {
+		return fmt.Errorf("policy reload kept version %s: %w", short(h.Current().Version()), err)
+	}
+	h.cur.Store(p)
+	return nil
+}
+
+// WatchSIGHUP reloads the policy on every SIGHUP until ctx is done, then
+// returns. It blocks: run it in its own goroutine. onErr (may be nil) is
+// called with each failed reload; the previous policy stays in force.
+func (h *Holder) WatchSIGHUP(ctx context.Context, onErr func(error)) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	defer signal.Stop(ch)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+			if err := h.Reload(); err != nil && onErr != nil {
+				onErr(err)
+			}
+		}
+	}
+}
