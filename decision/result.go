@@ -15,7 +15,10 @@ type Result struct {
 	// OptionLogits are the raw model scores of each option's answer slot
 	// (a label token's logit, or a label sequence's summed log-probability).
 	OptionLogits []float64 `json:"option_logits,omitempty"`
-	// Chosen is the option with the highest probability.
+	// Chosen is the option with the highest probability; when a policy
+	// ran, it is the outcome's option instead (empty unless the outcome
+	// names one, so a client reading only Chosen never acts on an
+	// abstained, refused or failed decision).
 	Chosen string `json:"chosen,omitempty"`
 	// Confidence is clamp((N·p_max − 1)/(N − 1), 0, 1).
 	Confidence float64 `json:"confidence"`

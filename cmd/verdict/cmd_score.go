@@ -11,6 +11,7 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
+	"github.com/verdict-dev/verdict/policy"
 )
 
 func init() {
@@ -47,7 +48,7 @@ func runScore(ctx context.Context, args []string) error {
 		defer f.Close()
 		in = f
 	}
-	apply, err := loadPolicyFunc(*policyFile)
+	pol, err := loadPolicy(*policyFile)
 	if err != nil {
 		return err
 	}
@@ -58,7 +59,7 @@ func runScore(ctx context.Context, args []string) error {
 	defer eng.Close()
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
-	failed, err := scoreStream(ctx, eng, apply, in, out, *maxLine)
+	failed, err := scoreStream(ctx, eng, pol, in, out, *maxLine)
 	if err != nil {
 		return err
 	}
@@ -69,14 +70,10 @@ func runScore(ctx context.Context, args []string) error {
 	return nil
 }
 
-// applyFunc turns a decision and its scored result into the published
-// result (the policy step); nil means no policy.
-type applyFunc func(d decision.Decision, score func(decision.Decision) (decision.Result, error)) decision.Result
-
 // scoreStream reads JSONL decisions, scores them in chunks and writes one
 // result per line, in order. A bad line becomes an error result with its
 // line number. It returns how many lines failed.
-func scoreStream(ctx context.Context, sc engine.Scorer, apply applyFunc, in io.Reader, out io.Writer, maxLine int) (int, error) {
+func scoreStream(ctx context.Context, sc engine.Scorer, pol *policy.Policy, in io.Reader, out io.Writer, maxLine int) (int, error) {
 	sr := bufio.NewScanner(in)
 	sr.Buffer(make([]byte, 64<<10), maxLine)
 	enc := json.NewEncoder(out)
@@ -98,7 +95,7 @@ func scoreStream(ctx context.Context, sc engine.Scorer, apply applyFunc, in io.R
 			}
 		}
 		if len(ds) > 0 {
-			results, err := scoreAll(ctx, sc, apply, ds)
+			results, err := scoreAll(ctx, sc, pol, ds)
 			if err != nil {
 				return err
 			}
@@ -149,24 +146,15 @@ func scoreStream(ctx context.Context, sc engine.Scorer, apply applyFunc, in io.R
 	return failed, flush()
 }
 
-// scoreAll scores decisions, with the policy when one is given. Whole-call
-// engine failures (busy, closed) are retried by nobody here: they fail the
-// run, since an offline job has no queue to release work to.
-func scoreAll(ctx context.Context, sc engine.Scorer, apply applyFunc, ds []decision.Decision) ([]decision.Result, error) {
-	if apply == nil {
+// scoreAll scores decisions, through the policy when one is given.
+// Whole-call engine failures (busy, closed) end the run: an offline job has
+// no queue to release work to. With a policy they become on_error outcomes.
+func scoreAll(ctx context.Context, sc engine.Scorer, pol *policy.Policy, ds []decision.Decision) ([]decision.Result, error) {
+	if pol == nil {
 		return sc.Score(ctx, ds)
 	}
-	out := make([]decision.Result, len(ds))
-	for i, d := range ds {
-		out[i] = apply(d, func(d decision.Decision) (decision.Result, error) {
-			rs, err := sc.Score(ctx, []decision.Decision{d})
-			if err != nil {
-				return decision.Result{}, err
-			}
-			return rs[0], nil
-		})
-	}
-	return out, nil
+	rs, _ := pol.Apply(ctx, policy.Caller{}, ds, sc.Score)
+	return rs, nil
 }
 
 func lineError(err error) decision.Result {

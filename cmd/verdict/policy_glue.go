@@ -1,17 +1,13 @@
 package main
 
 import (
-	"fmt"
-
-	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/policy"
 )
 
-// loadPolicyFunc loads a policy file for offline scoring; "" means none.
-func loadPolicyFunc(path string) (applyFunc, error) {
+// loadPolicy loads a policy file for offline scoring; "" means none.
+func loadPolicy(path string) (*policy.Policy, error) {
 	if path == "" {
 		return nil, nil
 	}
-	return nil, fmt.Errorf("flag --policy: policy support is not built yet (%s)", path)
+	return policy.Load(path)
 }
-
-var _ = decision.StatusDecided

@@ -694,6 +694,12 @@ func (e *Engine) subRound(heads [][]Token, members [][]*item) error {
 	for _, c := range e.cache {
 		c.pinned = false
 	}
+	if e.opts.NoPrefixCache {
+		for _, c := range e.cache {
+			_ = e.lctx.SeqRemove(c.seq, -1, -1)
+		}
+		e.cache = nil
+	}
 	return nil
 }
 

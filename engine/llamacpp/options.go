@@ -40,6 +40,9 @@ type Options struct {
 	// PrefixCacheTokens bounds the tokens held by resident prefixes; the
 	// least recently used are evicted beyond it. Defaults to ContextSize/2.
 	PrefixCacheTokens int
+	// NoPrefixCache drops every state prefix after use, so each request
+	// starts from scratch (benchmarks' "fresh" mode). Defaults to false.
+	NoPrefixCache bool
 	// MaxRoundDecisions bounds how many waiting decisions one pass of the
 	// decode loop takes. Defaults to 256.
 	MaxRoundDecisions int
@@ -97,3 +100,6 @@ func (o Options) validate() error {
 	}
 	return nil
 }
+
+// WithDefaults returns the options with every default filled in.
+func (o Options) WithDefaults() Options { return o.withDefaults() }

@@ -1,0 +1,577 @@
+//go:build llamacpp
+
+// Package bench measures the engine on fixed workloads: how many tokens it
+// avoids evaluating (shared state prefixes, cached prefixes, batching) and
+// what that buys in decisions per second. `verdict bench` prints its table.
+//
+// Each workload runs in three modes on the same model:
+//
+//   - fresh: every decision from scratch, one at a time (no prefix cache);
+//   - serial: one decision at a time, cached prefixes reused;
+//   - parallel: all questions about a state in one call (fan-out), or for
+//     independent decisions, 16 concurrent callers batched by the engine.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/engine/llamacpp"
+)
+
+// Config says what to run.
+type Config struct {
+	// Model is the GGUF for W1–W3.
+	Model string
+	// PrefillModel is the GGUF for the prefill table (W0); empty skips it.
+	PrefillModel string
+	// Threads for W1–W3. Defaults to the number of CPUs.
+	Threads int
+	// PrefillThreads lists thread counts for W0. Defaults to 1 and 2.
+	PrefillThreads []int
+	// States is the number of W1 states. Defaults to 2.
+	States int
+	// Questions per W1 state. Defaults to 21.
+	Questions int
+	// StateTokens is the W1 state length. Defaults to 1800.
+	StateTokens int
+	// SuffixTokens is the W1 question suffix length. Defaults to 90.
+	SuffixTokens int
+	// JevBench is the cases.jsonl path for W2; empty or missing skips W2.
+	JevBench string
+	// JevLimit is the number of W2 cases. Defaults to 12.
+	JevLimit int
+	// Independent is the number of W3 decisions. Defaults to 64.
+	Independent int
+	// Concurrency is the number of W3 callers. Defaults to 16.
+	Concurrency int
+	// Workloads to run, by name (w0 w1 w2 w3). Defaults to all.
+	Workloads []string
+	// Log receives progress lines. Defaults to io.Discard.
+	Log io.Writer
+}
+
+func (c *Config) defaults() {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.States, 2)
+	def(&c.Questions, 21)
+	def(&c.StateTokens, 1800)
+	def(&c.SuffixTokens, 90)
+	def(&c.JevLimit, 12)
+	def(&c.Independent, 64)
+	def(&c.Concurrency, 16)
+	if len(c.PrefillThreads) == 0 {
+		c.PrefillThreads = []int{1, 2}
+	}
+	if len(c.Workloads) == 0 {
+		c.Workloads = []string{"w0", "w1", "w2", "w3"}
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+}
+
+// Row is one workload in one mode.
+type Row struct {
+	Workload        string  `json:"workload"`
+	Mode            string  `json:"mode"`
+	Model           string  `json:"model"`
+	Threads         int     `json:"threads"`
+	Decisions       int     `json:"decisions"`
+	WallSeconds     float64 `json:"wall_s"`
+	DecisionsPerSec float64 `json:"decisions_per_s"`
+	P50Ms           float64 `json:"p50_ms"`
+	P95Ms           float64 `json:"p95_ms"`
+	TokensSubmitted int64   `json:"tokens_submitted"`
+	TokensEvaluated int64   `json:"tokens_evaluated"`
+	MinimalTokens   int64   `json:"minimal_tokens"`
+	// TokenBound is fresh tokens ÷ minimal tokens: the best speed-up over
+	// fresh that avoiding work alone can give.
+	TokenBound float64 `json:"token_bound"`
+	// SpeedupVsFresh is decisions/s over the fresh mode's.
+	SpeedupVsFresh float64 `json:"speedup_vs_fresh"`
+	// OfBound is SpeedupVsFresh ÷ TokenBound.
+	OfBound float64 `json:"of_bound"`
+	// DecodeShare is the share of wall time inside llama_decode; the rest
+	// is Go-side overhead (tokenizing, scheduling, readout).
+	DecodeShare float64 `json:"decode_share"`
+	// PrefillTokensPerSec is evaluated tokens ÷ decode time (W0).
+	PrefillTokensPerSec float64 `json:"prefill_tokens_per_s,omitempty"`
+	PromptTokens        int     `json:"prompt_tokens,omitempty"`
+}
+
+// Report is the whole run.
+type Report struct {
+	Started time.Time `json:"started"`
+	Rows    []Row     `json:"rows"`
+	Notes   []string  `json:"notes,omitempty"`
+}
+
+// Run runs the configured workloads.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.defaults()
+	rep := &Report{Started: time.Now()}
+	want := map[string]bool{}
+	for _, w := range cfg.Workloads {
+		want[strings.ToLower(w)] = true
+	}
+	if want["w0"] && cfg.PrefillModel != "" {
+		if err := runPrefill(ctx, cfg, rep); err != nil {
+			return rep, err
+		}
+	}
+	if !want["w1"] && !want["w2"] && !want["w3"] {
+		return rep, nil
+	}
+	// Engines start cold for every measurement: fresh has no prefix cache,
+	// and each cached measurement gets a new engine so that it cannot
+	// reuse prefixes another mode left behind.
+	newEngine := func(noCache bool) (*llamacpp.Engine, error) {
+		return llamacpp.New(llamacpp.Options{ModelPath: cfg.Model, Threads: cfg.Threads, NoPrefixCache: noCache})
+	}
+	fresh, err := newEngine(true)
+	if err != nil {
+		return rep, err
+	}
+	defer fresh.Close()
+	threads := cfg.Threads
+	if threads == 0 {
+		threads = defaultThreads()
+	}
+	if want["w1"] {
+		groups, err := shape777(fresh.Model(), cfg)
+		if err != nil {
+			return rep, err
+		}
+		if err := runGrouped(ctx, cfg, rep, "W1 shape-777", groups, fresh, newEngine, threads); err != nil {
+			return rep, err
+		}
+	}
+	if want["w2"] {
+		groups, err := jevbench(cfg.JevBench, cfg.JevLimit)
+		if err != nil {
+			rep.Notes = append(rep.Notes, "W2 skipped: "+err.Error())
+		} else if err := runGrouped(ctx, cfg, rep, "W2 jevbench-240", groups, fresh, newEngine, threads); err != nil {
+			return rep, err
+		}
+	}
+	if want["w3"] {
+		if err := runIndependent(ctx, cfg, rep, fresh, threads); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+func defaultThreads() int {
+	o := llamacpp.Options{}
+	return o.WithDefaults().Threads
+}
+
+// runPrefill measures prefill speed on one ~300-token prompt, fresh, at
+// each thread count.
+func runPrefill(ctx context.Context, cfg Config, rep *Report) error {
+	for _, th := range cfg.PrefillThreads {
+		e, err := llamacpp.New(llamacpp.Options{ModelPath: cfg.PrefillModel, Threads: th, NoPrefixCache: true})
+		if err != nil {
+			return err
+		}
+		d, err := fixedPrompt(e.Model(), 300)
+		if err != nil {
+			e.Close()
+			return err
+		}
+		fmt.Fprintf(cfg.Log, "W0 prefill: threads=%d\n", th)
+		if _, err := e.Score(ctx, []decision.Decision{d}); err != nil { // warm-up
+			e.Close()
+			return err
+		}
+		const reps = 3
+		before := e.Stats()
+		var lat []time.Duration
+		var tokens int
+		start := time.Now()
+		for i := 0; i < reps; i++ {
+			t := time.Now()
+			rs, err := e.Score(ctx, []decision.Decision{d})
+			if err != nil {
+				e.Close()
+				return err
+			}
+			lat = append(lat, time.Since(t))
+			tokens = rs[0].Tokens.Input
+		}
+		wall := time.Since(start)
+		after := e.Stats()
+		id := e.Identity()
+		e.Close()
+		decodeS := float64(after.DecodeNanos-before.DecodeNanos) / 1e9
+		rep.Rows = append(rep.Rows, Row{
+			Workload: "W0 prefill", Mode: "fresh", Model: id.Name, Threads: th, Decisions: reps,
+			WallSeconds: wall.Seconds(), DecisionsPerSec: reps / wall.Seconds(),
+			P50Ms: pct(lat, 50), P95Ms: pct(lat, 95),
+			TokensSubmitted: after.TokensSubmitted - before.TokensSubmitted,
+			TokensEvaluated: after.TokensEvaluated - before.TokensEvaluated,
+			DecodeShare:     decodeS / wall.Seconds(),
+			PrefillTokensPerSec: float64(after.TokensEvaluated-before.TokensEvaluated) / decodeS,
+			PromptTokens:        tokens,
+		})
+	}
+	return nil
+}
+
+// measure runs fn and fills the counters of a row from the engine's stats.
+func measure(e *llamacpp.Engine, row *Row, fn func() ([]time.Duration, error)) error {
+	before := e.Stats()
+	start := time.Now()
+	lat, err := fn()
+	if err != nil {
+		return err
+	}
+	wall := time.Since(start)
+	after := e.Stats()
+	row.WallSeconds = wall.Seconds()
+	row.DecisionsPerSec = float64(row.Decisions) / wall.Seconds()
+	row.P50Ms, row.P95Ms = pct(lat, 50), pct(lat, 95)
+	row.TokensSubmitted = after.TokensSubmitted - before.TokensSubmitted
+	row.TokensEvaluated = after.TokensEvaluated - before.TokensEvaluated
+	row.DecodeShare = float64(after.DecodeNanos-before.DecodeNanos) / 1e9 / wall.Seconds()
+	return nil
+}
+
+// scoreOne scores decisions one call each, returning per-call latencies.
+func scoreOne(ctx context.Context, e *llamacpp.Engine, ds []decision.Decision) ([]time.Duration, error) {
+	var lat []time.Duration
+	for _, d := range ds {
+		t := time.Now()
+		rs, err := e.Score(ctx, []decision.Decision{d})
+		if err != nil {
+			return nil, err
+		}
+		if rs[0].Error != nil {
+			return nil, fmt.Errorf("bench: %s: %s", d.ID, rs[0].Error.Message)
+		}
+		lat = append(lat, time.Since(t))
+	}
+	return lat, nil
+}
+
+// runGrouped runs a workload of decisions grouped by shared state.
+func runGrouped(ctx context.Context, cfg Config, rep *Report, name string, groups [][]decision.Decision, fresh *llamacpp.Engine,
+	newEngine func(noCache bool) (*llamacpp.Engine, error), threads int) error {
+	var all []decision.Decision
+	for _, g := range groups {
+		all = append(all, g...)
+	}
+	model := fresh.Identity().Name
+	mk := func(mode string) Row {
+		return Row{Workload: name, Mode: mode, Model: model, Threads: threads, Decisions: len(all)}
+	}
+	fmt.Fprintf(cfg.Log, "%s: %d states, %d decisions: fresh\n", name, len(groups), len(all))
+	fr := mk("fresh")
+	if err := measure(fresh, &fr, func() ([]time.Duration, error) { return scoreOne(ctx, fresh, all) }); err != nil {
+		return err
+	}
+	fmt.Fprintf(cfg.Log, "%s: serial\n", name)
+	serial, err := newEngine(false)
+	if err != nil {
+		return err
+	}
+	defer serial.Close()
+	se := mk("serial")
+	if err := measure(serial, &se, func() ([]time.Duration, error) { return scoreOne(ctx, serial, all) }); err != nil {
+		return err
+	}
+	fmt.Fprintf(cfg.Log, "%s: parallel\n", name)
+	par, err := newEngine(false)
+	if err != nil {
+		return err
+	}
+	defer par.Close()
+	pa := mk("parallel")
+	err = measure(par, &pa, func() ([]time.Duration, error) {
+		var lat []time.Duration
+		for _, g := range groups {
+			t := time.Now()
+			rs, err := par.Score(ctx, g)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range rs {
+				if r.Error != nil {
+					return nil, fmt.Errorf("bench: %s: %s", r.ID, r.Error.Message)
+				}
+			}
+			d := time.Since(t)
+			for range g {
+				lat = append(lat, d)
+			}
+		}
+		return lat, nil
+	})
+	if err != nil {
+		return err
+	}
+	finish(rep, minimalTokens(fresh, groups), fr, se, pa)
+	return nil
+}
+
+// finish derives the ratio columns and appends the rows.
+func finish(rep *Report, minimal int64, fr Row, others ...Row) {
+	bound := float64(fr.TokensSubmitted) / float64(minimal)
+	for _, r := range append([]Row{fr}, others...) {
+		r.MinimalTokens = minimal
+		r.TokenBound = bound
+		r.SpeedupVsFresh = r.DecisionsPerSec / fr.DecisionsPerSec
+		r.OfBound = r.SpeedupVsFresh / bound
+		rep.Rows = append(rep.Rows, r)
+	}
+}
+
+// minimalTokens is the least a perfect engine must evaluate: each distinct
+// state prefix once, plus every decision's own suffix.
+func minimalTokens(e *llamacpp.Engine, groups [][]decision.Decision) int64 {
+	var n int64
+	for _, g := range groups {
+		rs, err := e.Score(context.Background(), g[:1])
+		if err != nil || len(rs) == 0 || rs[0].Tokens == nil {
+			continue
+		}
+		n += int64(rs[0].Tokens.StatePrefix)
+		for range g {
+			n += int64(rs[0].Tokens.Input - rs[0].Tokens.StatePrefix)
+		}
+	}
+	return n
+}
+
+// runIndependent runs W3: decisions with no shared state, one at a time
+// versus Concurrency callers at once.
+func runIndependent(ctx context.Context, cfg Config, rep *Report, fresh *llamacpp.Engine, threads int) error {
+	ds, err := independent(fresh.Model(), cfg.Independent)
+	if err != nil {
+		return err
+	}
+	model := fresh.Identity().Name
+	mk := func(mode string) Row {
+		return Row{Workload: "W3 independent", Mode: mode, Model: model, Threads: threads, Decisions: len(ds)}
+	}
+	fmt.Fprintf(cfg.Log, "W3 independent: %d decisions: fresh\n", len(ds))
+	fr := mk("fresh")
+	if err := measure(fresh, &fr, func() ([]time.Duration, error) { return scoreOne(ctx, fresh, ds) }); err != nil {
+		return err
+	}
+	fmt.Fprintf(cfg.Log, "W3 independent: parallel (%d callers)\n", cfg.Concurrency)
+	pa := mk(fmt.Sprintf("parallel x%d", cfg.Concurrency))
+	err = measure(fresh, &pa, func() ([]time.Duration, error) {
+		var mu sync.Mutex
+		var lat []time.Duration
+		var firstErr error
+		next := make(chan decision.Decision)
+		var wg sync.WaitGroup
+		for w := 0; w < cfg.Concurrency; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for d := range next {
+					t := time.Now()
+					_, err := fresh.Score(ctx, []decision.Decision{d})
+					mu.Lock()
+					lat = append(lat, time.Since(t))
+					if err != nil && firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		for _, d := range ds {
+			next <- d
+		}
+		close(next)
+		wg.Wait()
+		return lat, firstErr
+	})
+	if err != nil {
+		return err
+	}
+	groups := make([][]decision.Decision, len(ds))
+	for i := range ds {
+		groups[i] = ds[i : i+1]
+	}
+	finish(rep, minimalTokens(fresh, groups), fr, pa)
+	return nil
+}
+
+func pct(lat []time.Duration, p int) float64 {
+	if len(lat) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), lat...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := (len(s)*p + 99) / 100
+	if i > 0 {
+		i--
+	}
+	return float64(s[i].Microseconds()) / 1000
+}
+
+// words is the vocabulary of synthetic bench text.
+var words = strings.Fields(`customer account access password reset email billing payment sales support
+refund request issue ticket team product feature failing deadline plan enterprise pro free urgent
+critical high medium low user users data export error log service queue route order working
+workaround problem help need please time day week month year after before because the of and to in
+is it that for on with as was be by this are or from at an not have has but which what when who`)
+
+// text returns deterministic pseudo-English of about n tokens of m.
+func text(m *llamacpp.Model, rng *rand.Rand, n int) (string, error) {
+	var b strings.Builder
+	for {
+		for i := 0; i < 16; i++ {
+			b.WriteString(words[rng.IntN(len(words))])
+			b.WriteByte(' ')
+		}
+		b.WriteString(". ")
+		toks, err := m.Tokenize(b.String(), false, false)
+		if err != nil {
+			return "", err
+		}
+		if len(toks) >= n {
+			return strings.TrimSpace(b.String()), nil
+		}
+	}
+}
+
+// shape777 builds W1: States states of ~StateTokens tokens, each with
+// Questions questions whose suffix (question, options, cue) is about
+// SuffixTokens tokens.
+func shape777(m *llamacpp.Model, cfg Config) ([][]decision.Decision, error) {
+	rng := rand.New(rand.NewPCG(777, 777))
+	var groups [][]decision.Decision
+	for s := 0; s < cfg.States; s++ {
+		// The rendered head adds instructions to the state itself.
+		st, err := text(m, rng, cfg.StateTokens-40)
+		if err != nil {
+			return nil, err
+		}
+		var g []decision.Decision
+		for q := 0; q < cfg.Questions; q++ {
+			qt, err := text(m, rng, cfg.SuffixTokens/3)
+			if err != nil {
+				return nil, err
+			}
+			var opts []decision.Option
+			for o := 0; o < 4; o++ {
+				desc, err := text(m, rng, cfg.SuffixTokens/10)
+				if err != nil {
+					return nil, err
+				}
+				opts = append(opts, decision.Option{ID: fmt.Sprintf("opt%d", o), Description: desc})
+			}
+			g = append(g, decision.Decision{ID: fmt.Sprintf("s%d-q%d", s, q), State: decision.TextState(st), Question: qt + "?", Options: opts})
+		}
+		groups = append(groups, g)
+	}
+	return groups, nil
+}
+
+// independent builds W3: n decisions with distinct ~200-token states.
+func independent(m *llamacpp.Model, n int) ([]decision.Decision, error) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	var out []decision.Decision
+	for i := 0; i < n; i++ {
+		st, err := text(m, rng, 200)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, decision.Decision{
+			ID: fmt.Sprintf("ind-%d", i), State: decision.TextState(fmt.Sprintf("Ticket %d. %s", i, st)),
+			Question: "Which team should handle this ticket?",
+			Options: []decision.Option{{ID: "support", Description: "Customer support."}, {ID: "billing", Description: "Billing."},
+				{ID: "engineering", Description: "Engineering."}, {ID: "sales", Description: "Sales."}},
+		})
+	}
+	return out, nil
+}
+
+// fixedPrompt builds one decision whose prompt is about n tokens.
+func fixedPrompt(m *llamacpp.Model, n int) (decision.Decision, error) {
+	rng := rand.New(rand.NewPCG(300, 300))
+	st, err := text(m, rng, n-110)
+	if err != nil {
+		return decision.Decision{}, err
+	}
+	return decision.Decision{ID: "prefill", State: decision.TextState(st), Question: "Which team should handle this ticket?",
+		Options: []decision.Option{{ID: "support", Description: "Customer support."}, {ID: "billing", Description: "Billing and payments."},
+			{ID: "engineering", Description: "Engineering and incidents."}, {ID: "sales", Description: "Sales."}}}, nil
+}
+
+// jevbench reads up to limit cases of JevBench-240 as decision groups.
+func jevbench(path string, limit int) ([][]decision.Decision, error) {
+	if path == "" {
+		return nil, fmt.Errorf("no --jevbench file given")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var groups [][]decision.Decision
+	for i, line := range strings.Split(string(data), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		if len(groups) == limit {
+			break
+		}
+		var c struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", path, i+1, err)
+		}
+		req, err := decision.ParseSystemOne([]byte(line), decision.Limits{})
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", path, i+1, err)
+		}
+		ds := req.Decisions()
+		for k := range ds {
+			ds[k].ID = c.ID + "." + ds[k].ID
+		}
+		groups = append(groups, ds)
+	}
+	return groups, nil
+}
+
+// WriteTable prints the report as an aligned table.
+func (r *Report) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "%-16s %-13s %-7s %5s %9s %9s %9s %10s %10s %7s %8s %7s %7s\n",
+		"workload", "mode", "threads", "n", "dec/s", "p50 ms", "p95 ms", "tok sub", "tok eval", "bound", "vs fresh", "of bnd", "decode")
+	for _, row := range r.Rows {
+		if row.PrefillTokensPerSec > 0 {
+			fmt.Fprintf(w, "%-16s %-13s %-7d %5d %9.2f %9.1f %9.1f %10d %10d %7s %8s %7s %6.1f%%   prefill %.0f tok/s, %d-token prompt, %.1f ms/decision (%s)\n",
+				row.Workload, row.Mode, row.Threads, row.Decisions, row.DecisionsPerSec, row.P50Ms, row.P95Ms,
+				row.TokensSubmitted, row.TokensEvaluated, "-", "-", "-", 100*row.DecodeShare, row.PrefillTokensPerSec, row.PromptTokens, row.P50Ms, row.Model)
+			continue
+		}
+		fmt.Fprintf(w, "%-16s %-13s %-7d %5d %9.2f %9.1f %9.1f %10d %10d %6.2fx %7.2fx %6.0f%% %6.1f%%\n",
+			row.Workload, row.Mode, row.Threads, row.Decisions, row.DecisionsPerSec, row.P50Ms, row.P95Ms,
+			row.TokensSubmitted, row.TokensEvaluated, row.TokenBound, row.SpeedupVsFresh, 100*row.OfBound, 100*row.DecodeShare)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, "note:", n)
+	}
+	fmt.Fprintln(w, "bound = fresh tokens / minimal tokens; vs fresh = decisions/s over fresh; of bnd = vs fresh / bound; decode = share of wall inside llama_decode (the rest is Go-side overhead)")
+}

@@ -1,0 +1,84 @@
+//go:build llamacpp
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/verdict-dev/verdict/bench"
+)
+
+func init() {
+	register(command{name: "bench", summary: "benchmark the engine: prefill speed and shared-prefix workloads (table + JSON)", runFunc: runBench})
+}
+
+func runBench(ctx context.Context, args []string) error {
+	fs := newFlagSet("bench", "bench [flags]")
+	var lf logFlags
+	lf.register(fs)
+	modelPath := fs.String("model", "", "GGUF for W1–W3 (default: a synthetic 'medium' model under --data)")
+	fs.StringVar(modelPath, "m", "", "shorthand for --model")
+	prefill := fs.String("prefill-model", "", "GGUF for the W0 prefill table (default: a synthetic 'small' model, the shape of a 0.5 B model)")
+	threads := fs.Int("threads", 0, "decode threads for W1–W3 (default: number of CPUs)")
+	prefillThreads := fs.String("prefill-threads", "1,2", "comma-separated thread counts for W0")
+	states := fs.Int("states", 2, "W1: number of ~1,800-token states (21 questions each)")
+	questions := fs.Int("questions", 21, "W1: questions per state")
+	jev := fs.String("jevbench", "../shared/data/jevbench-240/cases.jsonl", "W2: JevBench-240 cases.jsonl")
+	limit := fs.Int("limit", 12, "W2: number of JevBench cases")
+	indep := fs.Int("independent", 64, "W3: number of independent decisions")
+	conc := fs.Int("concurrency", 16, "W3: concurrent callers")
+	workloads := fs.String("workloads", "w0,w1,w2,w3", "workloads to run")
+	out := fs.String("out", "bench-results.json", "write the report as JSON here (\"\" = don't)")
+	data := fs.String("data", ".verdict", "where synthetic models are cached")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := lf.setup(); err != nil {
+		return err
+	}
+	cfg := bench.Config{Model: *modelPath, PrefillModel: *prefill, Threads: *threads, States: *states, Questions: *questions,
+		JevBench: *jev, JevLimit: *limit, Independent: *indep, Concurrency: *conc, Log: os.Stderr}
+	for _, w := range strings.Split(*workloads, ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			cfg.Workloads = append(cfg.Workloads, w)
+		}
+	}
+	for _, s := range strings.Split(*prefillThreads, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return fmt.Errorf("flag --prefill-threads: bad value %q (want e.g. 1,2)", *prefillThreads)
+		}
+		cfg.PrefillThreads = append(cfg.PrefillThreads, n)
+	}
+	var err error
+	if cfg.Model == "" {
+		if cfg.Model, err = synthModel(*data, "medium"); err != nil {
+			return err
+		}
+	}
+	if cfg.PrefillModel == "" && strings.Contains(*workloads, "w0") {
+		if cfg.PrefillModel, err = synthModel(*data, "small"); err != nil {
+			return err
+		}
+	}
+	rep, err := bench.Run(ctx, cfg)
+	if rep != nil {
+		rep.WriteTable(os.Stdout)
+		if *out != "" {
+			b, jerr := json.MarshalIndent(rep, "", "  ")
+			if jerr == nil {
+				jerr = os.WriteFile(*out, b, 0o644)
+			}
+			if jerr != nil {
+				return fmt.Errorf("flag --out: %w", jerr)
+			}
+			fmt.Fprintf(os.Stderr, "report written to %s\n", *out)
+		}
+	}
+	return err
+}
