@@ -223,9 +223,9 @@ func runPrefill(ctx context.Context, cfg Config, rep *Report) error {
 			Workload: "W0 prefill", Mode: "fresh", Model: id.Name, Threads: th, Decisions: reps,
 			WallSeconds: wall.Seconds(), DecisionsPerSec: reps / wall.Seconds(),
 			P50Ms: pct(lat, 50), P95Ms: pct(lat, 95),
-			TokensSubmitted: after.TokensSubmitted - before.TokensSubmitted,
-			TokensEvaluated: after.TokensEvaluated - before.TokensEvaluated,
-			DecodeShare:     decodeS / wall.Seconds(),
+			TokensSubmitted:     after.TokensSubmitted - before.TokensSubmitted,
+			TokensEvaluated:     after.TokensEvaluated - before.TokensEvaluated,
+			DecodeShare:         decodeS / wall.Seconds(),
 			PrefillTokensPerSec: float64(after.TokensEvaluated-before.TokensEvaluated) / decodeS,
 			PromptTokens:        tokens,
 		})

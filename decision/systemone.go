@@ -3,6 +3,7 @@ package decision
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -351,6 +352,9 @@ type SystemOneExtra struct {
 // System One shape, as JSON bytes. Key order: type, value, then legend,
 // probabilities, confidence as the type requires, then "verdict".
 func SystemOneAnswer(q SystemOneQuestion, r *Result) ([]byte, error) {
+	if len(r.Probabilities) != len(r.OptionIDs) || len(r.OptionIDs) == 0 {
+		return nil, fmt.Errorf("decision: answer %s: %d probabilities for %d options", q.Key, len(r.Probabilities), len(r.OptionIDs))
+	}
 	var b bytes.Buffer
 	b.WriteString(`{"type":`)
 	writeJSONString(&b, q.Type)
@@ -366,9 +370,15 @@ func SystemOneAnswer(q SystemOneQuestion, r *Result) ([]byte, error) {
 		b.WriteString(`,"confidence":`)
 		writeFloat(&b, Confidence(r.Probabilities))
 	case TypeScore:
+		// The level is the option id ("0".."n-1"), not the position, so that
+		// a result with levels removed (authorization) still adds up right.
 		exp := 0.0
 		for i, p := range r.Probabilities {
-			exp += float64(i) * p
+			level, err := strconv.Atoi(r.OptionIDs[i])
+			if err != nil {
+				return nil, fmt.Errorf("decision: answer %s: score option id %q is not a level number", q.Key, r.OptionIDs[i])
+			}
+			exp += float64(level) * p
 		}
 		b.WriteString(`,"score":`)
 		writeFloat(&b, exp)

@@ -363,8 +363,12 @@ func (s *Scorer) invoke(ctx context.Context, body []byte) ([]byte, error) {
 // classify reports whether an InvokeEndpoint error may pass, and the wait
 // the endpoint asked for (Retry-After), if any.
 func classify(err error) (bool, time.Duration) {
+	var se *smithyhttp.RequestSendError
+	if errors.As(err, &se) {
+		return true, 0 // connection refused, reset, DNS…
+	}
 	var re *smithyhttp.ResponseError
-	if errors.As(err, &re) && re.Response != nil {
+	if errors.As(err, &re) && re.Response != nil && re.Response.StatusCode != 0 {
 		status := re.HTTPStatusCode()
 		wait := retryAfter(re.Response.Header.Get("Retry-After"))
 		var me *types.ModelError
@@ -375,10 +379,6 @@ func classify(err error) (bool, time.Duration) {
 			return oc == http.StatusTooManyRequests || oc == http.StatusServiceUnavailable, wait
 		}
 		return status == http.StatusTooManyRequests || status >= 500, wait
-	}
-	var se *smithyhttp.RequestSendError
-	if errors.As(err, &se) {
-		return true, 0 // connection refused, reset, DNS…
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return true, 0 // the attempt timed out; the caller's context is alive

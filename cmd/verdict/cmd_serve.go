@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/policy"
+	"github.com/verdict-dev/verdict/server"
+)
+
+// sageMakerModelDir is where SageMaker puts the model artifacts.
+const sageMakerModelDir = "/opt/ml/model"
+
+func init() {
+	register(command{
+		name:    "serve",
+		summary: "serve the SageMaker container contract and the System One API over HTTP",
+		runFunc: runServe,
+	})
+}
+
+// serveFlags are the flags of `verdict serve`.
+type serveFlags struct {
+	addr          string
+	apiKeys       string
+	noAuth        bool
+	maxBody       int64
+	timeout       time.Duration
+	maxConcurrent int
+	maxQueue      int
+	retryAfter    time.Duration
+	drainTimeout  time.Duration
+	policyFile    string
+	aliases       string
+	modelName     string
+	logState      bool
+	engine        engineFlags
+	log           logFlags
+}
+
+func (f *serveFlags) register() *flag.FlagSet {
+	fs := newFlagSet("serve", "serve [flags]")
+	fs.StringVar(&f.addr, "addr", ":8080", "listen address HOST:PORT (a non-loopback address needs --api-keys or --no-auth)")
+	fs.StringVar(&f.apiKeys, "api-keys", "", "accepted bearer `keys`, comma-separated, each KEY or KEY=TENANT (default: none)")
+	fs.BoolVar(&f.noAuth, "no-auth", false, "serve without authentication on a non-loopback address (only behind a platform that authenticates callers, such as SageMaker)")
+	fs.Int64Var(&f.maxBody, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body; larger ones get 413")
+	fs.DurationVar(&f.timeout, "timeout", server.DefaultTimeout, "per-request limit from admission to answer; beyond it 504")
+	fs.IntVar(&f.maxConcurrent, "max-concurrent", server.DefaultMaxConcurrent, "requests scoring at once")
+	fs.IntVar(&f.maxQueue, "max-queue", server.DefaultMaxQueue, "requests waiting for a scoring slot; beyond them 503 with Retry-After")
+	fs.DurationVar(&f.retryAfter, "retry-after", server.DefaultRetryAfter, "the Retry-After of 503 answers (whole seconds)")
+	fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long requests in flight may take to finish")
+	fs.StringVar(&f.policyFile, "policy", "", "policy file (default: none; answers carry no outcome); reloaded on SIGHUP")
+	fs.StringVar(&f.aliases, "aliases", strings.Join(server.DefaultAliases, ","), "model names System One requests may ask for besides the served one, comma-separated (\"\" = none)")
+	fs.StringVar(&f.modelName, "model-name", "", "name reported as the System One \"model\" (default: the model's name, else its file name without .gguf)")
+	fs.BoolVar(&f.logState, "log-state", false, "log request bodies, state text included, at debug level (default: never)")
+	f.engine.register(fs)
+	f.log.register(fs)
+	return fs
+}
+
+func runServe(ctx context.Context, args []string) error {
+	var f serveFlags
+	fs := f.register()
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (serve takes only flags)", fs.Arg(0))
+	}
+	if err := f.log.setup(); err != nil {
+		return err
+	}
+	keys, err := parseAPIKeys(f.apiKeys)
+	if err != nil {
+		return err
+	}
+	if err := server.CheckBind(f.addr, keys, f.noAuth); err != nil {
+		return fmt.Errorf("flag --addr: %w", err)
+	}
+	cfg := server.Config{
+		ModelName: f.modelName, Aliases: splitList(f.aliases), APIKeys: keys,
+		MaxBodyBytes: f.maxBody, Timeout: f.timeout, MaxConcurrent: f.maxConcurrent,
+		MaxQueue: f.maxQueue, RetryAfter: f.retryAfter, LogState: f.logState,
+		Logger: slog.Default(),
+	}
+	switch {
+	case f.maxBody <= 0:
+		return fmt.Errorf("flag --max-body-bytes: must be > 0, got %d", f.maxBody)
+	case f.timeout <= 0:
+		return fmt.Errorf("flag --timeout: must be > 0, got %v", f.timeout)
+	case f.maxConcurrent < 1:
+		return fmt.Errorf("flag --max-concurrent: must be >= 1, got %d", f.maxConcurrent)
+	case f.maxQueue < 0:
+		return fmt.Errorf("flag --max-queue: must be >= 0, got %d", f.maxQueue)
+	case f.maxQueue == 0:
+		cfg.MaxQueue = server.NoQueue
+	}
+	if f.policyFile != "" {
+		h, err := policy.NewHolder(f.policyFile)
+		if err != nil {
+			return fmt.Errorf("flag --policy: %w", err)
+		}
+		h.WatchSIGHUP(ctx, func(err error) { slog.Error("policy reload failed; keeping the previous policy", "error", err) })
+		cfg.Policy = policyAdapter{h}
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+
+	// Listen first so that /ping answers 503 while the model loads.
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("flag --addr: %w", err)
+	}
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	slog.Info("listening", "addr", ln.Addr().String(), "auth", len(keys) > 0)
+
+	type loaded struct {
+		eng interface {
+			Close() error
+		}
+		err error
+	}
+	loadDone := make(chan loaded, 1)
+	go func() {
+		start := time.Now()
+		eng, err := f.engine.open(sageMakerModelDir)
+		if err != nil {
+			loadDone <- loaded{err: err}
+			return
+		}
+		id := eng.Identity()
+		srv.SetScorer(eng, id)
+		slog.Info("model loaded", "file", id.File, "sha256", id.SHA256, "name", srv.ModelName(), "seconds", time.Since(start).Seconds())
+		loadDone <- loaded{eng: eng}
+	}()
+
+	var eng interface{ Close() error }
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		runErr = fmt.Errorf("serve: %w", err)
+	case l := <-loadDone:
+		if l.err != nil {
+			runErr = fmt.Errorf("load model: %w", l.err)
+			break
+		}
+		eng = l.eng
+		select {
+		case <-ctx.Done():
+		case err := <-serveErr:
+			runErr = fmt.Errorf("serve: %w", err)
+		}
+	}
+	slog.Info("shutting down; draining requests in flight", "timeout", f.drainTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), f.drainTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		slog.Warn("drain did not finish; closing connections", "error", err)
+		_ = hs.Close()
+	}
+	if eng != nil {
+		if err := eng.Close(); err != nil {
+			slog.Warn("closing the engine", "error", err)
+		}
+	}
+	return runErr
+}
+
+// tenantRe is what may follow the last '=' of an --api-keys entry as a
+// tenant name; anything else (base64 padding, say) belongs to the key.
+var tenantRe = regexp.MustCompile(`^[A-Za-z0-9_.:@-]+$`)
+
+// parseAPIKeys parses --api-keys: comma-separated entries, each `key` or
+// `key=tenant`. The tenant follows the last '='; a key may itself contain
+// '=' (base64 padding), as in "c2VjcmV0==" or "c2VjcmV0===acme".
+func parseAPIKeys(s string) (map[string]string, error) {
+	keys := map[string]string{}
+	for i, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		key, tenant := part, ""
+		if j := strings.LastIndexByte(part, '='); j > 0 && tenantRe.MatchString(part[j+1:]) {
+			key, tenant = part[:j], part[j+1:]
+		}
+		if strings.ContainsAny(key, " \t") {
+			return nil, fmt.Errorf("flag --api-keys: entry %d: a key must not contain spaces", i+1)
+		}
+		if _, dup := keys[key]; dup {
+			return nil, fmt.Errorf("flag --api-keys: entry %d: duplicate key", i+1)
+		}
+		keys[key] = tenant
+	}
+	return keys, nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty entries.
+// It returns a non-nil slice, so "" means "none".
+func splitList(s string) []string {
+	out := []string{}
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// policyAdapter fits the policy package to the server's Policy interface.
+// One *policy.Policy (the holder's current one) serves Before and After of
+// a decision, even across a reload.
+type policyAdapter struct{ h *policy.Holder }
+
+func (a policyAdapter) Plan(d decision.Decision, c server.Caller) server.Plan {
+	p := a.h.Current()
+	plan := p.Before(d, policy.Caller{Tenant: c.Tenant, APIKey: c.APIKey})
+	return server.Plan{
+		Decision: plan.Decision,
+		Settled:  plan.Outcome,
+		FinishFunc: func(r decision.Result, scoreErr error) decision.Result {
+			return p.After(plan, r, scoreErr)
+		},
+	}
+}

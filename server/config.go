@@ -1,0 +1,219 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/engine"
+)
+
+// Sentinel errors.
+var (
+	// ErrConfig: a Config field is invalid; the message names it.
+	ErrConfig = errors.New("server: invalid config")
+	// ErrAuthRequired: the bind address is reachable from other hosts and
+	// no API keys were configured.
+	ErrAuthRequired = errors.New("server: API keys are required when listening on a non-loopback address")
+)
+
+// DefaultAliases are the Jev model names that unmodified System One client
+// code sends; they are accepted by default.
+var DefaultAliases = []string{"jev-latest", "jev-preview", "jev-1.13.0"}
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes  = 6 << 20 // SageMaker's real-time payload limit
+	DefaultTimeout       = 60 * time.Second
+	DefaultMaxConcurrent = 8
+	DefaultMaxQueue      = 64
+	DefaultRetryAfter    = time.Second
+)
+
+// NoQueue is the Config.MaxQueue that lets no request wait for a scoring
+// slot (0 means the default).
+const NoQueue = -1
+
+// Config configures a Server. The zero value of a field means its default,
+// given at the end of the field's comment.
+type Config struct {
+	// Scorer scores decisions. Nil means the model is still loading: call
+	// SetScorer when it is ready. Defaults to nil.
+	Scorer engine.Scorer
+	// Model identifies the model of Scorer; it is reported by /v1/models
+	// and names System One answers. SetScorer replaces it. Defaults to empty.
+	Model decision.ModelIdentity
+	// ModelName is the name System One responses report in "model" and
+	// /v1/models lists. Defaults to the model's Name, else its file's base
+	// name without ".gguf", else "verdict".
+	ModelName string
+	// Aliases are extra model names a System One request may ask for (the
+	// answer still reports ModelName). A nil slice means DefaultAliases; an
+	// empty non-nil slice accepts none. Defaults to DefaultAliases.
+	Aliases []string
+	// Policy, when set, plans each decision before scoring and settles it
+	// after. Defaults to none.
+	Policy Policy
+	// APIKeys maps each accepted bearer key to its tenant (may be ""). When
+	// empty, no authentication is done. Defaults to none.
+	APIKeys map[string]string
+	// Limits bound each parsed request. Defaults to decision.DefaultLimits().
+	Limits decision.Limits
+	// MaxBodyBytes bounds a request body; larger bodies get 413.
+	// Defaults to 6 MiB.
+	MaxBodyBytes int64
+	// Timeout bounds each request from admission to answer; beyond it the
+	// request gets 504. Defaults to 60 s.
+	Timeout time.Duration
+	// MaxConcurrent is how many requests may be scoring at once (the engine
+	// batches across them). Defaults to 8.
+	MaxConcurrent int
+	// MaxQueue is how many more requests may wait for a scoring slot;
+	// beyond MaxConcurrent+MaxQueue requests get 503 with Retry-After.
+	// NoQueue lets none wait. Defaults to 64.
+	MaxQueue int
+	// RetryAfter is what 503 answers tell clients to wait (whole seconds,
+	// at least 1). Defaults to 1 s.
+	RetryAfter time.Duration
+	// Registry receives the server's metrics and is what /metrics serves.
+	// Defaults to a new registry with the Go and process collectors.
+	Registry *prometheus.Registry
+	// Logger receives one line per request. Defaults to slog.Default().
+	Logger *slog.Logger
+	// LogState adds each request's body (with its state text) to the
+	// request log at debug level. Defaults to false: logs never hold state.
+	LogState bool
+	// RequestIDFunc makes the id of each request (x-typesafe-request-id).
+	// Defaults to "req_" and 24 random hex digits.
+	RequestIDFunc func() string
+}
+
+func (c Config) withDefaults() Config {
+	if c.Aliases == nil {
+		c.Aliases = DefaultAliases
+	}
+	c.Limits = withLimitDefaults(c.Limits)
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.MaxConcurrent == 0 {
+		c.MaxConcurrent = DefaultMaxConcurrent
+	}
+	switch c.MaxQueue {
+	case 0:
+		c.MaxQueue = DefaultMaxQueue
+	case NoQueue:
+		c.MaxQueue = 0
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = DefaultRetryAfter
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.RequestIDFunc == nil {
+		c.RequestIDFunc = newRequestID
+	}
+	return c
+}
+
+// modelName is the name to report for model m: Config.ModelName, else
+// m.Name, else the file's base name without ".gguf", else "verdict".
+func (c Config) modelName(m decision.ModelIdentity) string {
+	switch {
+	case c.ModelName != "":
+		return c.ModelName
+	case m.Name != "":
+		return m.Name
+	case m.File != "":
+		base := m.File
+		if i := strings.LastIndexAny(base, `/\`); i >= 0 {
+			base = base[i+1:]
+		}
+		return strings.TrimSuffix(base, ".gguf")
+	}
+	return "verdict"
+}
+
+// withLimitDefaults fills the zero fields of l from decision.DefaultLimits.
+func withLimitDefaults(l decision.Limits) decision.Limits {
+	d := decision.DefaultLimits()
+	def := func(v *int, dv int) {
+		if *v <= 0 {
+			*v = dv
+		}
+	}
+	def(&l.MaxStateBytes, d.MaxStateBytes)
+	def(&l.MaxQuestionBytes, d.MaxQuestionBytes)
+	def(&l.MinOptions, d.MinOptions)
+	def(&l.MaxOptions, d.MaxOptions)
+	def(&l.MaxOptionIDBytes, d.MaxOptionIDBytes)
+	def(&l.MaxDescriptionBytes, d.MaxDescriptionBytes)
+	def(&l.MaxIDBytes, d.MaxIDBytes)
+	def(&l.MaxDecisions, d.MaxDecisions)
+	def(&l.MaxMetadata, d.MaxMetadata)
+	def(&l.MaxScoreLevels, d.MaxScoreLevels)
+	return l
+}
+
+// validate names the first bad field.
+func (c Config) validate() error {
+	switch {
+	case c.MaxBodyBytes < 0:
+		return fmt.Errorf("%w: MaxBodyBytes must be > 0, got %d", ErrConfig, c.MaxBodyBytes)
+	case c.Timeout < 0:
+		return fmt.Errorf("%w: Timeout must be > 0, got %v", ErrConfig, c.Timeout)
+	case c.MaxConcurrent < 0:
+		return fmt.Errorf("%w: MaxConcurrent must be >= 1, got %d", ErrConfig, c.MaxConcurrent)
+	case c.MaxQueue < NoQueue:
+		return fmt.Errorf("%w: MaxQueue must be >= 0 (0 means the default, NoQueue none), got %d", ErrConfig, c.MaxQueue)
+	case c.RetryAfter < 0:
+		return fmt.Errorf("%w: RetryAfter must be > 0, got %v", ErrConfig, c.RetryAfter)
+	}
+	for k := range c.APIKeys {
+		if strings.TrimSpace(k) == "" || strings.ContainsAny(k, " \t\r\n") {
+			return fmt.Errorf("%w: APIKeys: a key is empty or contains whitespace", ErrConfig)
+		}
+	}
+	for i, a := range c.Aliases {
+		if strings.TrimSpace(a) == "" {
+			return fmt.Errorf("%w: Aliases[%d] is empty", ErrConfig, i)
+		}
+	}
+	return nil
+}
+
+// IsLoopback reports whether a listen address (host:port) only accepts
+// connections from this host: 127.0.0.0/8, ::1 or "localhost". An empty
+// host (":8080") listens on every interface and is not loopback.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// CheckBind refuses to serve without authentication on an address other
+// hosts can reach: it returns ErrAuthRequired when addr is not loopback,
+// keys is empty and noAuth (an explicit opt-out, e.g. inside a SageMaker
+// container where the platform authenticates callers) is false.
+func CheckBind(addr string, keys map[string]string, noAuth bool) error {
+	if IsLoopback(addr) || len(keys) > 0 || noAuth {
+		return nil
+	}
+	return fmt.Errorf("%w (address %q): give --api-keys, bind to 127.0.0.1, or pass --no-auth when a platform in front authenticates callers", ErrAuthRequired, addr)
+}

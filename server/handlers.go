@@ -1,0 +1,215 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/verdict-dev/verdict/decision"
+)
+
+// Formats, as logged and counted.
+const (
+	formatSemIf     = "semif"
+	formatSystemOne = "systemone"
+)
+
+// handleInvocations serves /invocations and /endpoints/{name}/invocations:
+// a SemIf body (bare, wrapped or batch) or a System One body, answered in
+// the same format.
+func (s *Server) handleInvocations(w http.ResponseWriter, r *http.Request, rs *reqState) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	st, leave, ok := s.admit(w, rs)
+	if !ok {
+		return
+	}
+	defer leave()
+	body, e := s.readBody(w, r)
+	if e != nil {
+		s.writeError(w, rs, e)
+		return
+	}
+	if s.cfg.LogState {
+		rs.body = body
+	}
+	if decision.LooksLikeSystemOne(body) {
+		s.serveSystemOne(ctx, w, rs, st, body)
+		return
+	}
+	rs.format = formatSemIf
+	ds, shape, err := decision.ParseSemIf(body, s.cfg.Limits)
+	if err != nil {
+		s.writeError(w, rs, parseError(err))
+		return
+	}
+	rs.decisions = len(ds)
+	results, e := s.score(ctx, st, ds, Caller{Tenant: rs.tenant, APIKey: rs.apiKey})
+	if e != nil {
+		s.writeError(w, rs, e)
+		return
+	}
+	s.metrics.decisions.WithLabelValues(formatSemIf).Add(float64(len(results)))
+	var out []byte
+	var err2 error
+	if shape == decision.ShapeBatch {
+		out, err2 = json.Marshal(struct {
+			Results []decision.Result `json:"results"`
+		}{results})
+	} else {
+		out, err2 = json.Marshal(struct {
+			Result decision.Result `json:"result"`
+		}{results[0]})
+	}
+	if err2 != nil {
+		s.writeError(w, rs, newAPIError(http.StatusInternalServerError, "internal", "encoding the result: %v", err2))
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleSystemOne serves /v1/systemone: System One bodies only.
+func (s *Server) handleSystemOne(w http.ResponseWriter, r *http.Request, rs *reqState) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	st, leave, ok := s.admit(w, rs)
+	if !ok {
+		return
+	}
+	defer leave()
+	body, e := s.readBody(w, r)
+	if e != nil {
+		s.writeError(w, rs, e)
+		return
+	}
+	if s.cfg.LogState {
+		rs.body = body
+	}
+	s.serveSystemOne(ctx, w, rs, st, body)
+}
+
+func (s *Server) serveSystemOne(ctx context.Context, w http.ResponseWriter, rs *reqState, st *readyState, body []byte) {
+	rs.format = formatSystemOne
+	req, err := decision.ParseSystemOne(body, s.cfg.Limits)
+	if err != nil {
+		s.writeError(w, rs, parseError(err))
+		return
+	}
+	if !s.modelAccepted(st, req.Model) {
+		s.writeError(w, rs, newAPIError(http.StatusNotFound, "model_not_found",
+			"model %q is not served here (this server answers with %q; accepted aliases: %s)",
+			req.Model, st.name, strings.Join(s.cfg.Aliases, ", ")))
+		return
+	}
+	ds := req.Decisions()
+	rs.decisions = len(ds)
+	results, e := s.score(ctx, st, ds, Caller{Tenant: rs.tenant, APIKey: rs.apiKey})
+	if e != nil {
+		s.writeError(w, rs, e)
+		return
+	}
+	answers := make([][]byte, len(req.Questions))
+	var usage decision.SystemOneUsage
+	for i, q := range req.Questions {
+		r := results[i]
+		if e := systemOneReady(q, &r); e != nil {
+			s.writeError(w, rs, e)
+			return
+		}
+		a, err := decision.SystemOneAnswer(q, &r)
+		if err != nil {
+			s.writeError(w, rs, newAPIError(http.StatusInternalServerError, "internal", "question %q: encoding the answer: %v", q.Key, err))
+			return
+		}
+		answers[i] = a
+		if r.Tokens != nil {
+			usage.InputTokens += r.Tokens.Input
+		}
+	}
+	s.metrics.decisions.WithLabelValues(formatSystemOne).Add(float64(len(results)))
+	writeJSON(w, http.StatusOK, decision.SystemOneResponse(st.name, req.Questions, answers, usage))
+}
+
+// systemOneReady checks that a result can be rendered as a System One
+// answer, which has no per-answer error: a failed question fails the
+// request. A result settled by a policy rule without scores is rendered
+// with all probability on the rule's option.
+func systemOneReady(q decision.SystemOneQuestion, r *decision.Result) *apiError {
+	if r.Error != nil {
+		return resultError(q.Key, r.Error)
+	}
+	if len(r.Probabilities) == 0 {
+		o := r.Outcome
+		switch {
+		case o != nil && o.Status == decision.StatusRefused:
+			return newAPIError(http.StatusForbidden, "forbidden", "question %q: %s", q.Key, o.Reason)
+		case o != nil && o.Chosen != "" && slices.Contains(r.OptionIDs, o.Chosen):
+			r.Probabilities = make([]float64, len(r.OptionIDs))
+			r.Probabilities[slices.Index(r.OptionIDs, o.Chosen)] = 1
+			r.Chosen = o.Chosen
+		default:
+			return newAPIError(http.StatusInternalServerError, "engine", "question %q: no scores and no settled option", q.Key)
+		}
+	}
+	if len(r.Probabilities) != len(r.OptionIDs) {
+		return newAPIError(http.StatusInternalServerError, "engine", "question %q: %d probabilities for %d options", q.Key, len(r.Probabilities), len(r.OptionIDs))
+	}
+	if r.Chosen == "" {
+		best := 0
+		for i, p := range r.Probabilities {
+			if p > r.Probabilities[best] {
+				best = i
+			}
+		}
+		r.Chosen = r.OptionIDs[best]
+	}
+	return nil
+}
+
+// modelAccepted reports whether a System One "model" names this server's
+// model: empty, its name, file, sha256, or an accepted alias.
+func (s *Server) modelAccepted(st *readyState, name string) bool {
+	if name == "" || name == st.name || slices.Contains(s.cfg.Aliases, name) {
+		return true
+	}
+	m := st.model
+	if m.File != "" {
+		base := filepath.Base(m.File)
+		if name == m.File || name == base || name == strings.TrimSuffix(base, ".gguf") {
+			return true
+		}
+	}
+	return (m.Name != "" && name == m.Name) || (m.SHA256 != "" && name == m.SHA256)
+}
+
+// modelEntry is one entry of GET /v1/models.
+type modelEntry struct {
+	ID       string                  `json:"id"`
+	Object   string                  `json:"object"`
+	OwnedBy  string                  `json:"owned_by"`
+	AliasFor string                  `json:"alias_for,omitempty"`
+	Ready    *bool                   `json:"ready,omitempty"`
+	Verdict  *decision.ModelIdentity `json:"verdict,omitempty"`
+}
+
+// handleModels lists the model that answers and each accepted alias.
+func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request, _ *reqState) {
+	st := s.ready.Load()
+	ready := st != nil
+	name, id := s.cfg.modelName(s.cfg.Model), s.cfg.Model
+	if ready {
+		name, id = st.name, st.model
+	}
+	data := []modelEntry{{ID: name, Object: "model", OwnedBy: "verdict", Ready: &ready, Verdict: &id}}
+	for _, a := range s.cfg.Aliases {
+		data = append(data, modelEntry{ID: a, Object: "model", OwnedBy: "verdict", AliasFor: name})
+	}
+	b, _ := json.Marshal(struct {
+		Object string       `json:"object"`
+		Data   []modelEntry `json:"data"`
+	}{"list", data})
+	writeJSON(w, http.StatusOK, b)
+}
