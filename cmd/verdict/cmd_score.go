@@ -75,7 +75,8 @@ func runScore(ctx context.Context, args []string) error {
 // line number. It returns how many lines failed.
 func scoreStream(ctx context.Context, sc engine.Scorer, pol *policy.Policy, in io.Reader, out io.Writer, maxLine int) (int, error) {
 	sr := bufio.NewScanner(in)
-	sr.Buffer(make([]byte, 64<<10), maxLine)
+	// The limit is the larger of maxLine and the buffer's capacity.
+	sr.Buffer(make([]byte, 0, min(64<<10, maxLine)), maxLine)
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	failed := 0

@@ -1,0 +1,113 @@
+//go:build llamacpp
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/engine/llamacpp"
+	"github.com/verdict-dev/verdict/model"
+)
+
+func scoreLines(t *testing.T, out []byte) []decision.Result {
+	t.Helper()
+	var rs []decision.Result
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var r decision.Result
+		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// TestScoreStream feeds good, malformed, invalid and blank lines through
+// the real engine: one result per non-blank line, in order, with line
+// numbers; bad lines become error results and the rest still runs.
+func TestScoreStream(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tiny.gguf")
+	require.NoError(t, model.Synth(path, model.SynthOptions{Shape: "tiny", Seed: 3}))
+	eng, err := llamacpp.New(llamacpp.Options{ModelPath: path, Threads: 1})
+	require.NoError(t, err)
+	defer eng.Close()
+
+	good := `{"id":"a","state":"Password reset email never arrived.","question":"Which queue?","options":[{"id":"access","description":"Account access."},{"id":"billing","description":"Billing."}]}`
+	input := strings.Join([]string{
+		good,
+		`{"id":"b","state":`, // malformed
+		"",                   // blank: skipped, still counted
+		`{"id":"c","state":"x","question":"q?","options":[{"id":"only","description":"One."}]}`,
+		`{"decision":` + good + `}`,
+	}, "\n")
+	var out bytes.Buffer
+	failed, err := scoreStream(context.Background(), eng, nil, strings.NewReader(input), &out, 1<<20)
+	require.NoError(t, err)
+	require.Equal(t, 2, failed)
+	rs := scoreLines(t, out.Bytes())
+	require.Len(t, rs, 4)
+	require.Equal(t, []int{1, 2, 4, 5}, []int{rs[0].Line, rs[1].Line, rs[2].Line, rs[3].Line})
+	require.Nil(t, rs[0].Error)
+	require.Equal(t, "malformed", rs[1].Error.Code)
+	require.Equal(t, "invalid", rs[2].Error.Code)
+	require.Equal(t, "options", rs[2].Error.Fields[0].Path)
+	require.Equal(t, rs[0].Probabilities, rs[3].Probabilities)
+
+	// With the example policy, each result carries an outcome.
+	pol, err := loadPolicy("../../examples/policy.yaml")
+	require.NoError(t, err)
+	out.Reset()
+	failed, err = scoreStream(context.Background(), eng, pol, strings.NewReader(good+"\n"), &out, 1<<20)
+	require.NoError(t, err)
+	require.Equal(t, 0, failed)
+	rs = scoreLines(t, out.Bytes())
+	require.NotNil(t, rs[0].Outcome)
+	require.NotEmpty(t, rs[0].Outcome.Status)
+
+	// A line longer than the limit fails the run with its line number.
+	out.Reset()
+	_, err = scoreStream(context.Background(), eng, nil, strings.NewReader(good+"\n"+strings.Repeat("x", 200)), &out, 128)
+	require.ErrorContains(t, err, "line 1")
+}
+
+// TestScoreCommandExamples runs `verdict score` on examples/decisions.jsonl:
+// every line scores, and the exit status is 0; a bad file gives status 1.
+func TestScoreCommandExamples(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tiny.gguf")
+	require.NoError(t, model.Synth(path, model.SynthOptions{Shape: "tiny", Seed: 3}))
+	capture := func(args ...string) (string, error) {
+		f, err := os.CreateTemp(dir, "out")
+		require.NoError(t, err)
+		old := os.Stdout
+		os.Stdout = f
+		err = runScore(context.Background(), args)
+		os.Stdout = old
+		require.NoError(t, f.Close())
+		b, rerr := os.ReadFile(f.Name())
+		require.NoError(t, rerr)
+		return string(b), err
+	}
+	out, err := capture("-m", path, "--log-level", "warn", "../../examples/decisions.jsonl")
+	require.NoError(t, err)
+	rs := scoreLines(t, []byte(out))
+	require.Len(t, rs, 10)
+	for _, r := range rs {
+		require.Nil(t, r.Error, r.ID)
+		require.NotEmpty(t, r.Chosen)
+	}
+	bad := filepath.Join(dir, "bad.jsonl")
+	require.NoError(t, os.WriteFile(bad, []byte("{}\n"), 0o644))
+	_, err = capture("-m", path, "--log-level", "warn", bad)
+	require.Equal(t, exitCode(1), err)
+	_, err = capture("-m", filepath.Join(dir, "missing.gguf"), bad)
+	require.ErrorContains(t, err, "--model")
+}

@@ -1,0 +1,353 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"math/rand"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/queue"
+	"github.com/verdict-dev/verdict/sink"
+	"github.com/verdict-dev/verdict/worker"
+)
+
+var kinds = []string{"local", "sqs"}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// start runs a worker in this process until the test ends.
+func start(t *testing.T, cfg worker.Config) *worker.Worker {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger()
+	}
+	if cfg.Wait == 0 {
+		cfg.Wait = time.Second
+	}
+	w, err := worker.New(cfg)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(context.Background()) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = w.Stop(ctx)
+		require.NoError(t, <-done)
+	})
+	return w
+}
+
+func decode(t *testing.T, body []byte) sink.Record {
+	t.Helper()
+	var r sink.Record
+	require.NoError(t, json.Unmarshal(body, &r))
+	return r
+}
+
+func TestEndToEnd(t *testing.T) {
+	t.Parallel()
+	for _, kind := range append(kinds, "sqs-fifo") {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, kind, bundleOpts{})
+			// r1 and r2 share a state: their three decisions are scored in one call.
+			b.send(t,
+				envelope("r1", mkDecision("a", "shared state", "q1?"), mkDecision("b", "shared state", "q2?")),
+				envelope("r2", mkDecision("c", "shared state", "q3?")),
+				envelope("r3", mkDecision("d", "other state", "q4?")),
+				queue.Outgoing{Body: []byte("this is not json")},
+				envelope("r5", decision.Decision{ID: "e", State: decision.TextState("s"), Question: "q?", Options: []decision.Option{{ID: "only"}}}),
+			)
+			fs := &fakeScorer{}
+			w := start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}})
+			got := b.waitResults(t, 6, 30*time.Second)
+			for _, key := range []string{"r1/a", "r1/b", "r2/c", "r3/d"} {
+				require.Len(t, got[key], 1, key)
+				rec := decode(t, got[key][0])
+				require.Equal(t, decision.StatusDecided, rec.Status, key)
+				require.Equal(t, "t1", rec.Tenant)
+				require.Len(t, rec.Result.Probabilities, 2)
+				require.Nil(t, rec.Result.Timing, "timing is not published by default")
+				require.NotNil(t, rec.Result.Outcome)
+			}
+			// The invalid messages were answered with error results.
+			var garbage sink.Record
+			for k, v := range got {
+				if strings.HasPrefix(k, "message:") {
+					garbage = decode(t, v[0])
+				}
+			}
+			require.Equal(t, decision.StatusError, garbage.Status)
+			require.Equal(t, "invalid", garbage.Result.Error.Code)
+			bad := decode(t, got["r5/e"][0])
+			require.Equal(t, decision.StatusError, bad.Status)
+			require.Equal(t, "invalid", bad.Result.Error.Code)
+			require.NotEmpty(t, bad.Result.Error.Fields)
+			require.Equal(t, "decisions[0].options", bad.Result.Error.Fields[0].Path)
+			// Everything was deleted.
+			eventually(t, 10*time.Second, func() bool { return b.inFlight(t) == 0 }, "messages still in flight")
+			// Decisions sharing a state across messages went in one call
+			// (when they arrived in one receive, as they do here).
+			require.Contains(t, fs.callSizes(), 3, "call sizes %v", fs.callSizes())
+			// Metrics are served.
+			rec := httptest.NewRecorder()
+			w.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			require.Contains(t, rec.Body.String(), `verdict_worker_decisions_total{status="decided"} 4`)
+			require.Contains(t, rec.Body.String(), "verdict_worker_messages_invalid_total 2")
+		})
+	}
+}
+
+func TestPoisonMessageReachesDLQ(t *testing.T) {
+	t.Parallel()
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, kind, bundleOpts{maxReceives: 2})
+			// "mate" shares the poison message's state, so the two are merged
+			// into one engine call; the worker isolates them when it fails.
+			b.send(t, envelope("bad", mkDecision("p", "s1", "poison?")), envelope("good", mkDecision("g", "s2", "fine?")),
+				envelope("mate", mkDecision("m", "s1", "fine?")))
+			fs := &fakeScorer{}
+			start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}, RetryBase: -1, Visibility: 5 * time.Second})
+			eventually(t, 40*time.Second, func() bool { return b.dead(t) == 1 }, "the poison message did not reach the DLQ")
+			got := b.waitResults(t, 2, 10*time.Second)
+			require.Contains(t, got, "good/g")
+			require.Contains(t, got, "mate/m", "a message merged with a poison message is still answered")
+			require.NotContains(t, got, "bad/p", "a panicking decision must not be published as a result")
+			require.Equal(t, 1, b.dead(t), "only the poison message is dead-lettered")
+			require.LessOrEqual(t, fs.callsOf("p"), 4, "scored at most twice per receive (merged, then alone), maxReceiveCount 2")
+		})
+	}
+}
+
+func TestSlowDecisionNotRedelivered(t *testing.T) {
+	t.Parallel()
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, kind, bundleOpts{})
+			b.send(t, envelope("slow", mkDecision("s", "state", "slow?")))
+			fs := &fakeScorer{SlowDelay: 5 * time.Second}
+			// Visibility 2 s: without the heartbeat the message would be
+			// received again (concurrency 2 leaves a free receiver).
+			start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}, Visibility: 2 * time.Second, Concurrency: 2})
+			got := b.waitResults(t, 1, 30*time.Second)
+			require.Len(t, got["slow/s"], 1)
+			eventually(t, 10*time.Second, func() bool { return b.inFlight(t) == 0 }, "message not deleted")
+			time.Sleep(2500 * time.Millisecond) // past the original visibility
+			require.Equal(t, 1, fs.callsOf("s"), "the slow decision was delivered again while being extended")
+		})
+	}
+}
+
+func TestBusyEngineReleasesWithBackoff(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "local", bundleOpts{maxReceives: 10})
+	b.send(t, envelope("busy", mkDecision("x", "state", "busy?")))
+	fs := &fakeScorer{}
+	w := start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}, RetryBase: time.Hour})
+	eventually(t, 10*time.Second, func() bool { return fs.callsOf("x") == 1 }, "not scored")
+	// Released with a one-hour delay: not lost (still in the queue, hidden),
+	// not hot-looped.
+	time.Sleep(500 * time.Millisecond)
+	require.Equal(t, 1, fs.callsOf("x"))
+	require.Equal(t, 1, b.inFlight(t))
+	rec := httptest.NewRecorder()
+	w.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	require.Contains(t, rec.Body.String(), `verdict_worker_messages_released_total{reason="retryable"} 1`)
+}
+
+func TestSIGTERMReleasesUnfinished(t *testing.T) {
+	t.Parallel()
+	for _, kind := range kinds {
+		for _, signals := range []int{1, 2} {
+			name := kind + "/one-signal"
+			if signals == 2 {
+				name = kind + "/second-signal-releases-at-once"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t, kind, bundleOpts{})
+				b.send(t, envelope("term", mkDecision("t", "state", "slow?")))
+				spec := b.spec
+				spec.Visibility, spec.SlowDelay, spec.Concurrency = 60*time.Second, time.Minute, 1
+				spec.Shutdown = time.Second
+				if signals == 2 {
+					spec.Shutdown = 5 * time.Minute // only the second signal can make it quick
+				}
+				cmd := startHelper(t, spec)
+				eventually(t, 20*time.Second, func() bool { return b.inFlight(t) == 1 }, "the worker did not take the message")
+				time.Sleep(300 * time.Millisecond)
+				require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+				if signals == 2 {
+					time.Sleep(200 * time.Millisecond)
+					require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+				}
+				require.Equal(t, 0, waitExit(t, cmd, 30*time.Second))
+				// Released with visibility 0: it is back long before its
+				// 60 s visibility would have ended.
+				msgs, err := b.q.Receive(context.Background(), queue.ReceiveOptions{Max: 1, Wait: 5 * time.Second})
+				require.NoError(t, err)
+				require.Len(t, msgs, 1, "the unfinished message was not released")
+				require.Equal(t, 2, msgs[0].ReceiveCount)
+				require.Empty(t, b.results(t), "nothing was finished, so nothing was published")
+			})
+		}
+	}
+}
+
+func TestCrashSafetyKill9(t *testing.T) {
+	t.Parallel()
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, kind, bundleOpts{maxReceives: 50})
+			const nMsgs = 12
+			var msgs []queue.Outgoing
+			for i := 0; i < nMsgs; i++ {
+				state := "state " + string(rune('A'+i%4))
+				msgs = append(msgs, envelope("req"+string(rune('a'+i)),
+					mkDecision("d1", state, "first?"), mkDecision("d2", state, "second?")))
+			}
+			b.send(t, msgs...)
+			spec := b.spec
+			spec.Visibility, spec.Shutdown, spec.CallDelay = 2*time.Second, 10*time.Second, 300*time.Millisecond
+			spec.Concurrency, spec.MaxMessages, spec.DeleteDelay = 1, 3, 300*time.Millisecond
+			rng := rand.New(rand.NewSource(1))
+			for round := 0; round < 3; round++ {
+				before := len(b.results(t))
+				cmd := startHelper(t, spec)
+				// Kill it in the middle of things: once it has published
+				// something, often between publishing and deleting.
+				eventually(t, 30*time.Second, func() bool {
+					n := len(b.results(t))
+					return n > before || n == 2*nMsgs
+				}, "the worker made no progress")
+				time.Sleep(time.Duration(rng.Intn(300)) * time.Millisecond)
+				require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+				_ = waitExit(t, cmd, 10*time.Second)
+			}
+			cmd := startHelper(t, spec)
+			b.waitResults(t, 2*nMsgs, 90*time.Second)
+			// Every message deleted: redeliveries of messages whose delete
+			// the kills interrupted have been processed again.
+			eventually(t, 60*time.Second, func() bool { return b.depth(t) == 0 }, "messages left in the queue")
+			require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+			require.Equal(t, 0, waitExit(t, cmd, 30*time.Second))
+			got := b.results(t)
+			require.Len(t, got, 2*nMsgs)
+			dups := 0
+			for key, copies := range got {
+				for _, c := range copies[1:] {
+					require.Equal(t, string(copies[0]), string(c), "duplicate of %s differs", key)
+					dups++
+				}
+				rec := decode(t, copies[0])
+				require.Equal(t, decision.StatusDecided, rec.Status)
+			}
+			t.Logf("%s: %d records, %d identical duplicates after 3 kill -9s", kind, len(got), dups)
+		})
+	}
+}
+
+func TestWebhookReplyTargets(t *testing.T) {
+	t.Parallel()
+	secret := []byte("s3cret")
+	bodies := make(chan []byte, 10)
+	srv := httptest.NewServer(nil)
+	srv.Config.Handler = webhookReceiver(t, secret, bodies)
+	defer srv.Close()
+	wh, err := sink.NewWebhook(sink.WebhookConfig{Secret: secret, AllowPrivate: true})
+	require.NoError(t, err)
+	defer wh.Close()
+	b := setup(t, "local", bundleOpts{})
+	out := envelope("hook", mkDecision("h", "state", "q?"))
+	env, err := queue.UnmarshalEnvelope(out.Body)
+	require.NoError(t, err)
+	env.Reply = []queue.ReplyTarget{{Kind: "webhook", URL: srv.URL + "/cb"}}
+	out.Body, err = env.Marshal()
+	require.NoError(t, err)
+	b.send(t, out)
+	start(t, worker.Config{Queue: b.q, Scorer: &fakeScorer{}, Sinks: []sink.Sink{b.sink}, Webhook: wh})
+	select {
+	case body := <-bodies:
+		rec := decode(t, body)
+		require.Equal(t, "hook/h", rec.Key())
+	case <-time.After(20 * time.Second):
+		t.Fatal("webhook not called")
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "local", bundleOpts{})
+	base := worker.Config{Queue: b.q, Scorer: &fakeScorer{}, Sinks: []sink.Sink{b.sink}}
+	cases := map[string]func(c *worker.Config){
+		"Config.Queue":       func(c *worker.Config) { c.Queue = nil },
+		"Config.Scorer":      func(c *worker.Config) { c.Scorer = nil },
+		"Config.Sinks":       func(c *worker.Config) { c.Sinks = nil },
+		"Config.MaxMessages": func(c *worker.Config) { c.MaxMessages = 11 },
+		"Config.Visibility":  func(c *worker.Config) { c.Visibility = time.Millisecond },
+		"Config.Concurrency": func(c *worker.Config) { c.Concurrency = -1 },
+		"Config.Wait":        func(c *worker.Config) { c.Wait = time.Minute },
+	}
+	for field, mutate := range cases {
+		c := base
+		mutate(&c)
+		_, err := worker.New(c)
+		require.ErrorIs(t, err, worker.ErrConfig, field)
+		require.ErrorContains(t, err, field)
+	}
+}
+
+func TestLogsNeverContainState(t *testing.T) {
+	t.Parallel()
+	for _, logState := range []bool{false, true} {
+		b := setup(t, "local", bundleOpts{})
+		const secret = "SECRET-STATE-TEXT"
+		b.send(t, envelope("log", mkDecision("l", secret, "q?")), queue.Outgoing{Body: []byte(`{"v":1,"request_id":"x","decisions":[{"state":"` + secret + `","question":""}]}`)})
+		var buf syncBuffer
+		logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		w, err := worker.New(worker.Config{Queue: b.q, Scorer: &fakeScorer{}, Sinks: []sink.Sink{b.sink}, Logger: logger, LogState: logState, Wait: time.Second})
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() { done <- w.Run(context.Background()) }()
+		b.waitResults(t, 2, 20*time.Second)
+		require.NoError(t, w.Stop(context.Background()))
+		require.NoError(t, <-done)
+		if logState {
+			require.Contains(t, buf.String(), secret, "debug logs with LogState show the state")
+		} else {
+			require.NotContains(t, buf.String(), secret)
+			require.Contains(t, buf.String(), "invalid message", "the logs were captured")
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
