@@ -65,6 +65,13 @@ lint:
 	$(GO) vet ./...
 	$(GO) vet -tags $(TAGS) ./...
 
+## docs: regenerate the README's command-line reference from the binary
+.PHONY: docs
+docs: build
+	./$(BIN)/verdict help --markdown > $(BIN)/cli.md
+	awk 'BEGIN{skip=0} /<!-- cli:start -->/{print; while ((getline l < "$(BIN)/cli.md") > 0) print l; skip=1; next} /<!-- cli:end -->/{skip=0} !skip{print}' README.md > $(BIN)/README.md
+	mv $(BIN)/README.md README.md
+
 ## tidy: go mod tidy
 .PHONY: tidy
 tidy:

@@ -22,7 +22,7 @@ const modelUsage = `Usage:
 
 func runModel(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(os.Stderr, modelUsage)
+		fmt.Fprint(helpOut, modelUsage)
 		if len(args) == 0 {
 			return errUsage
 		}

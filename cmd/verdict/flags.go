@@ -4,10 +4,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
 )
+
+// helpOut receives usage text; `verdict help --markdown` captures it.
+var helpOut io.Writer = os.Stderr
 
 // errUsage means the command line was wrong and usage was printed.
 var errUsage = errors.New("usage")
@@ -16,6 +20,7 @@ var errUsage = errors.New("usage")
 // with the given synopsis.
 func newFlagSet(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(helpOut)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: verdict %s\n\nFlags (each also VERDICT_<NAME>):\n", synopsis)
 		fs.PrintDefaults()

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -55,11 +56,35 @@ func usage() {
 	fmt.Fprintf(os.Stderr, "\nRun `verdict <command> --help` for its flags. Every flag can also be set\nas VERDICT_<FLAG> (upper case, dashes as underscores); flags win.\n")
 }
 
+// markdownReference renders every command's usage as Markdown: the
+// README's command-line reference.
+func markdownReference() string {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	old := helpOut
+	defer func() { helpOut = old }()
+	for _, n := range names {
+		var buf strings.Builder
+		helpOut = &buf
+		_ = commands[n].runFunc(context.Background(), []string{"--help"})
+		fmt.Fprintf(&b, "### verdict %s\n\n%s\n\n```text\n%s\n```\n\n", n, commands[n].summary, strings.TrimRight(buf.String(), "\n"))
+	}
+	return b.String()
+}
+
 func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
 func run(args []string) int {
+	if len(args) == 2 && args[0] == "help" && args[1] == "--markdown" {
+		fmt.Print(markdownReference())
+		return 0
+	}
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		if len(args) > 1 {
 			if c, ok := commands[args[1]]; ok {

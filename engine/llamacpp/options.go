@@ -2,7 +2,6 @@ package llamacpp
 
 import (
 	"fmt"
-	"runtime"
 )
 
 // Options configure an Engine. The zero value of a field means its default,
@@ -18,7 +17,8 @@ type Options struct {
 	GPULayers int
 	// NoMmap disables memory-mapping the model file. Defaults to false.
 	NoMmap bool
-	// Threads used for decoding. Defaults to the number of CPUs Go sees.
+	// Threads used for decoding. Defaults to the number of physical cores
+	// (at most the CPUs this process may use).
 	Threads int
 	// ContextSize is n_ctx in tokens. Defaults to 8192.
 	ContextSize int
@@ -54,7 +54,7 @@ func (o Options) withDefaults() Options {
 			*v = d
 		}
 	}
-	def(&o.Threads, runtime.NumCPU())
+	def(&o.Threads, physicalCores())
 	def(&o.ContextSize, 8192)
 	def(&o.BatchSize, 2048)
 	def(&o.UBatchSize, 512)
