@@ -57,6 +57,10 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./decision -run '^$$' -fuzz FuzzParseSemIf -fuzztime $(FUZZTIME)
 	$(GO) test ./decision -run '^$$' -fuzz FuzzParseSystemOne -fuzztime $(FUZZTIME)
+	$(GO) test ./policy -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+	$(GO) test ./server -run '^$$' -fuzz FuzzInvocations -fuzztime $(FUZZTIME)
+	$(GO) test ./worker -run '^$$' -fuzz FuzzDecodeMessage -fuzztime $(FUZZTIME)
+	$(GO) test ./lambda -run '^$$' -fuzz FuzzHandle -fuzztime $(FUZZTIME)
 
 ## lint: gofmt and go vet (with and without the llamacpp tag)
 .PHONY: lint
@@ -71,6 +75,13 @@ docs: build
 	./$(BIN)/verdict help --markdown > $(BIN)/cli.md
 	awk 'BEGIN{skip=0} /<!-- cli:start -->/{print; while ((getline l < "$(BIN)/cli.md") > 0) print l; skip=1; next} /<!-- cli:end -->/{skip=0} !skip{print}' README.md > $(BIN)/README.md
 	mv $(BIN)/README.md README.md
+
+## lambda: build the front door's Lambda bootstrap (no cgo) and bin/bootstrap.zip
+LAMBDA_ARCH ?= amd64
+.PHONY: lambda
+lambda:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(BIN)/bootstrap ./cmd/bootstrap
+	cd $(BIN) && rm -f bootstrap.zip && zip -q -X bootstrap.zip bootstrap
 
 ## tidy: go mod tidy
 .PHONY: tidy

@@ -3,6 +3,7 @@ package policy
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"strconv"
@@ -43,6 +44,10 @@ type Caller struct {
 	// APIKey is the key the caller presented (may be empty). It is compared
 	// by its sha256 and never shown to rules.
 	APIKey string
+	// APIKeySHA256 is the hex sha256 of the key, for callers that carry
+	// only its hash (a queue worker reading what the front door accepted).
+	// Used when APIKey is empty.
+	APIKeySHA256 string
 	// Metadata is free caller data that rules read as `caller`.
 	Metadata map[string]string
 }
@@ -249,8 +254,12 @@ func (a *authorization) match(c Caller) *grant {
 	var best *grant
 	bestScore := 0
 	var sum [sha256.Size]byte
+	haveKey := false
 	if c.APIKey != "" {
-		sum = sha256.Sum256([]byte(c.APIKey))
+		sum, haveKey = sha256.Sum256([]byte(c.APIKey)), true
+	} else if h, err := hex.DecodeString(c.APIKeySHA256); err == nil && len(h) == sha256.Size {
+		copy(sum[:], h)
+		haveKey = true
 	}
 	for _, g := range a.callers {
 		score := 0
@@ -261,7 +270,7 @@ func (a *authorization) match(c Caller) *grant {
 			score++
 		}
 		if g.keyHash != nil {
-			if c.APIKey == "" || subtle.ConstantTimeCompare(g.keyHash, sum[:]) != 1 {
+			if !haveKey || subtle.ConstantTimeCompare(g.keyHash, sum[:]) != 1 {
 				continue
 			}
 			score += 2

@@ -55,6 +55,10 @@ type Envelope struct {
 	Decisions []decision.Decision `json:"decisions"`
 	// Reply lists extra places to publish results to (webhooks).
 	Reply []ReplyTarget `json:"reply,omitempty"`
+	// APIKeySHA256 is the hex sha256 of the API key the front door
+	// accepted (never the key), so that the worker's policy can authorize
+	// by key as the front door did.
+	APIKeySHA256 string `json:"api_key_sha256,omitempty"`
 	// Metadata is caller metadata for policy rules.
 	Metadata map[string]string `json:"metadata,omitempty"`
 }

@@ -128,7 +128,10 @@ CREATE TABLE IF NOT EXISTS dedup (
 // transactions and a busy timeout for other processes. Exported for the
 // local results store.
 func OpenSQLite(path string) (*sql.DB, error) {
-	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)" +
+	// In a file: URI, '?' starts the query, '#' the fragment and '%' an
+	// escape: escape them so that any path opens the file it names.
+	escaped := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+	dsn := "file:" + escaped + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)" +
 		"&_pragma=synchronous(FULL)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {

@@ -307,3 +307,18 @@ func TestSQSRedrivePolicyIsMoto(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out.Attributes[string(types.QueueAttributeNameRedrivePolicy)], "maxReceiveCount")
 }
+
+func TestOpenSQLiteOddPaths(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, name := range []string{"seed#0.db", "a?b.db", "100%.db"} {
+		path := filepath.Join(dir, name)
+		db, err := queue.OpenSQLite(path)
+		require.NoError(t, err)
+		_, err = db.Exec("CREATE TABLE t (x INTEGER)")
+		require.NoError(t, err)
+		require.NoError(t, db.Close())
+		_, err = os.Stat(path)
+		require.NoError(t, err, "the file named %q must exist", name)
+	}
+}

@@ -290,7 +290,7 @@ func (w *Worker) prepare(j *job) {
 	}
 	j.env = env
 	j.pol = w.cfg.Policy.Current()
-	caller := policy.Caller{Tenant: env.Tenant, Metadata: env.Metadata}
+	caller := policy.Caller{Tenant: env.Tenant, APIKeySHA256: env.APIKeySHA256, Metadata: env.Metadata}
 	j.plans = make([]policy.Plan, len(env.Decisions))
 	j.results = make([]decision.Result, len(env.Decisions))
 	for i := range env.Decisions {

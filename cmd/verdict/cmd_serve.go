@@ -109,7 +109,7 @@ func runServe(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("flag --policy: %w", err)
 		}
-		h.WatchSIGHUP(ctx, func(err error) { slog.Error("policy reload failed; keeping the previous policy", "error", err) })
+		go h.WatchSIGHUP(ctx, func(err error) { slog.Error("policy reload failed; keeping the previous policy", "error", err) })
 		cfg.Policy = policyAdapter{h}
 	}
 	srv, err := server.New(cfg)

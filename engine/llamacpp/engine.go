@@ -665,13 +665,16 @@ func (e *Engine) subRound(heads [][]Token, members [][]*item) error {
 			active = append(active, it)
 		}
 		room := e.batch.Cap() - e.batch.Len()
-		if room == 0 {
+		n := min(room, len(it.tail)-it.cursor)
+		// Keep the cells in use within the context: finish the branches
+		// in flight before starting more, rather than overflowing the KV
+		// cache and falling back to the slow retry path.
+		if room == 0 || (e.batch.Len() > 0 && len(active) > 1 && e.cellsInUse(active)+n > e.lctx.NCtx()) {
 			if err := flush(); err != nil {
 				return err
 			}
 			continue
 		}
-		n := min(room, len(it.tail)-it.cursor)
 		for k := 0; k < n; k++ {
 			p := it.cursor + k
 			lastTok := p == len(it.tail)-1
@@ -701,6 +704,20 @@ func (e *Engine) subRound(heads [][]Token, members [][]*item) error {
 		e.cache = nil
 	}
 	return nil
+}
+
+// cellsInUse bounds the KV cells held: every cached prefix (shared cells
+// counted once per entry, so an over-estimate) plus each active branch's
+// own tokens.
+func (e *Engine) cellsInUse(active []*item) int {
+	n := 0
+	for _, c := range e.cache {
+		n += len(c.tokens)
+	}
+	for _, it := range active {
+		n += it.cursor
+	}
+	return n
 }
 
 // readRoot reads an item's slot values from the row at its last prompt

@@ -611,3 +611,24 @@ func TestErrorsAreSentinels(t *testing.T) {
 	t.Parallel()
 	require.True(t, errors.Is(mapDecodeErr(ErrNoKVSlot), engine.ErrContextFull))
 }
+
+func TestManyBranchesInASmallContext(t *testing.T) {
+	t.Parallel()
+	// 24 questions about one state need far more cells than the context
+	// has at once; the scheduler must finish branches before starting
+	// more instead of failing.
+	e := newEngine(t, Options{ContextSize: 1024})
+	var ds []decision.Decision
+	for i := 0; i < 24; i++ {
+		d := routing(fmt.Sprint("b", i), "A customer reports that invoices are duplicated.")
+		d.Question = fmt.Sprintf("Question %d: %s", i, strings.Repeat("which team owns this, considering everything said? ", 3))
+		ds = append(ds, d)
+	}
+	rs, err := e.Score(context.Background(), ds)
+	require.NoError(t, err)
+	for i, r := range rs {
+		require.Nil(t, r.Error, ds[i].ID)
+		require.Greater(t, r.Tokens.Input*len(ds), 1024)
+	}
+	requireClose(t, reference(t, e, ds[5]), rs[5].OptionLogits, 1e-3, "small context")
+}
