@@ -111,6 +111,9 @@ type Row struct {
 	// PrefillTokensPerSec is evaluated tokens ÷ decode time (W0).
 	PrefillTokensPerSec float64 `json:"prefill_tokens_per_s,omitempty"`
 	PromptTokens        int     `json:"prompt_tokens,omitempty"`
+	// AvgPrefix and AvgSuffix are the mean state-prefix and suffix lengths.
+	AvgPrefix float64 `json:"avg_prefix_tokens,omitempty"`
+	AvgSuffix float64 `json:"avg_suffix_tokens,omitempty"`
 }
 
 // Report is the whole run.
@@ -152,7 +155,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		threads = defaultThreads()
 	}
 	if want["w1"] {
-		groups, err := shape777(fresh.Model(), cfg)
+		groups, err := shape777(fresh, cfg)
 		if err != nil {
 			return rep, err
 		}
@@ -325,15 +328,17 @@ func runGrouped(ctx context.Context, cfg Config, rep *Report, name string, group
 	if err != nil {
 		return err
 	}
-	finish(rep, minimalTokens(fresh, groups), fr, se, pa)
+	minimal, ap, as := minimalTokens(fresh, groups)
+	finish(rep, minimal, ap, as, fr, se, pa)
 	return nil
 }
 
 // finish derives the ratio columns and appends the rows.
-func finish(rep *Report, minimal int64, fr Row, others ...Row) {
+func finish(rep *Report, minimal int64, avgPrefix, avgSuffix float64, fr Row, others ...Row) {
 	bound := float64(fr.TokensSubmitted) / float64(minimal)
 	for _, r := range append([]Row{fr}, others...) {
 		r.MinimalTokens = minimal
+		r.AvgPrefix, r.AvgSuffix = avgPrefix, avgSuffix
 		r.TokenBound = bound
 		r.SpeedupVsFresh = r.DecisionsPerSec / fr.DecisionsPerSec
 		r.OfBound = r.SpeedupVsFresh / bound
@@ -342,20 +347,29 @@ func finish(rep *Report, minimal int64, fr Row, others ...Row) {
 }
 
 // minimalTokens is the least a perfect engine must evaluate: each distinct
-// state prefix once, plus every decision's own suffix.
-func minimalTokens(e *llamacpp.Engine, groups [][]decision.Decision) int64 {
-	var n int64
+// state prefix once, plus every decision's own suffix. It also returns the
+// mean prefix and suffix lengths.
+func minimalTokens(e *llamacpp.Engine, groups [][]decision.Decision) (n int64, avgPrefix, avgSuffix float64) {
+	var decisions, prefixes, suffixes int
 	for _, g := range groups {
-		rs, err := e.Score(context.Background(), g[:1])
-		if err != nil || len(rs) == 0 || rs[0].Tokens == nil {
-			continue
-		}
-		n += int64(rs[0].Tokens.StatePrefix)
-		for range g {
-			n += int64(rs[0].Tokens.Input - rs[0].Tokens.StatePrefix)
+		for i, d := range g {
+			p, s, err := e.PromptTokens(d)
+			if err != nil {
+				continue
+			}
+			if i == 0 {
+				n += int64(p)
+			}
+			n += int64(s)
+			prefixes += p
+			suffixes += s
+			decisions++
 		}
 	}
-	return n
+	if decisions > 0 {
+		avgPrefix, avgSuffix = float64(prefixes)/float64(decisions), float64(suffixes)/float64(decisions)
+	}
+	return n, avgPrefix, avgSuffix
 }
 
 // runIndependent runs W3: decisions with no shared state, one at a time
@@ -412,7 +426,8 @@ func runIndependent(ctx context.Context, cfg Config, rep *Report, fresh *llamacp
 	for i := range ds {
 		groups[i] = ds[i : i+1]
 	}
-	finish(rep, minimalTokens(fresh, groups), fr, pa)
+	minimal, ap, as := minimalTokens(fresh, groups)
+	finish(rep, minimal, ap, as, fr, pa)
 	return nil
 }
 
@@ -430,7 +445,7 @@ func pct(lat []time.Duration, p int) float64 {
 }
 
 // words is the vocabulary of synthetic bench text.
-var words = strings.Fields(`customer account access password reset email billing payment sales support
+var wordList = strings.Fields(`customer account access password reset email billing payment sales support
 refund request issue ticket team product feature failing deadline plan enterprise pro free urgent
 critical high medium low user users data export error log service queue route order working
 workaround problem help need please time day week month year after before because the of and to in
@@ -441,7 +456,7 @@ func text(m *llamacpp.Model, rng *rand.Rand, n int) (string, error) {
 	var b strings.Builder
 	for {
 		for i := 0; i < 16; i++ {
-			b.WriteString(words[rng.IntN(len(words))])
+			b.WriteString(wordList[rng.IntN(len(wordList))])
 			b.WriteByte(' ')
 		}
 		b.WriteString(". ")
@@ -457,31 +472,36 @@ func text(m *llamacpp.Model, rng *rand.Rand, n int) (string, error) {
 
 // shape777 builds W1: States states of ~StateTokens tokens, each with
 // Questions questions whose suffix (question, options, cue) is about
-// SuffixTokens tokens.
-func shape777(m *llamacpp.Model, cfg Config) ([][]decision.Decision, error) {
+// SuffixTokens tokens, measured with the engine's own tokenization.
+func shape777(e *llamacpp.Engine, cfg Config) ([][]decision.Decision, error) {
+	m := e.Model()
 	rng := rand.New(rand.NewPCG(777, 777))
 	var groups [][]decision.Decision
 	for s := 0; s < cfg.States; s++ {
-		// The rendered head adds instructions to the state itself.
-		st, err := text(m, rng, cfg.StateTokens-40)
+		st, err := text(m, rng, cfg.StateTokens)
 		if err != nil {
 			return nil, err
 		}
 		var g []decision.Decision
 		for q := 0; q < cfg.Questions; q++ {
-			qt, err := text(m, rng, cfg.SuffixTokens/3)
-			if err != nil {
-				return nil, err
-			}
-			var opts []decision.Option
+			d := decision.Decision{ID: fmt.Sprintf("s%d-q%d", s, q), State: decision.TextState(st)}
 			for o := 0; o < 4; o++ {
-				desc, err := text(m, rng, cfg.SuffixTokens/10)
+				d.Options = append(d.Options, decision.Option{ID: string(rune('a' + o)), Description: wordList[rng.IntN(len(wordList))]})
+			}
+			// Grow the question until the suffix reaches its length.
+			var words []string
+			for {
+				d.Question = strings.Join(words, " ") + "?"
+				_, suffix, err := e.PromptTokens(d)
 				if err != nil {
 					return nil, err
 				}
-				opts = append(opts, decision.Option{ID: fmt.Sprintf("opt%d", o), Description: desc})
+				if suffix >= cfg.SuffixTokens {
+					break
+				}
+				words = append(words, wordList[rng.IntN(len(wordList))])
 			}
-			g = append(g, decision.Decision{ID: fmt.Sprintf("s%d-q%d", s, q), State: decision.TextState(st), Question: qt + "?", Options: opts})
+			g = append(g, d)
 		}
 		groups = append(groups, g)
 	}
@@ -557,21 +577,21 @@ func jevbench(path string, limit int) ([][]decision.Decision, error) {
 
 // WriteTable prints the report as an aligned table.
 func (r *Report) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "%-16s %-13s %-7s %5s %9s %9s %9s %10s %10s %7s %8s %7s %7s\n",
-		"workload", "mode", "threads", "n", "dec/s", "p50 ms", "p95 ms", "tok sub", "tok eval", "bound", "vs fresh", "of bnd", "decode")
+	fmt.Fprintf(w, "%-16s %-13s %-7s %5s %11s %9s %9s %9s %10s %10s %7s %8s %7s %7s\n",
+		"workload", "mode", "threads", "n", "pre+suf", "dec/s", "p50 ms", "p95 ms", "tok sub", "tok eval", "bound", "vs fresh", "of bnd", "decode")
 	for _, row := range r.Rows {
 		if row.PrefillTokensPerSec > 0 {
-			fmt.Fprintf(w, "%-16s %-13s %-7d %5d %9.2f %9.1f %9.1f %10d %10d %7s %8s %7s %6.1f%%   prefill %.0f tok/s, %d-token prompt, %.1f ms/decision (%s)\n",
-				row.Workload, row.Mode, row.Threads, row.Decisions, row.DecisionsPerSec, row.P50Ms, row.P95Ms,
+			fmt.Fprintf(w, "%-16s %-13s %-7d %5d %11s %9.2f %9.1f %9.1f %10d %10d %7s %8s %7s %6.1f%%   prefill %.0f tok/s, %d-token prompt, %.1f ms/decision (%s)\n",
+				row.Workload, row.Mode, row.Threads, row.Decisions, "-", row.DecisionsPerSec, row.P50Ms, row.P95Ms,
 				row.TokensSubmitted, row.TokensEvaluated, "-", "-", "-", 100*row.DecodeShare, row.PrefillTokensPerSec, row.PromptTokens, row.P50Ms, row.Model)
 			continue
 		}
-		fmt.Fprintf(w, "%-16s %-13s %-7d %5d %9.2f %9.1f %9.1f %10d %10d %6.2fx %7.2fx %6.0f%% %6.1f%%\n",
-			row.Workload, row.Mode, row.Threads, row.Decisions, row.DecisionsPerSec, row.P50Ms, row.P95Ms,
+		fmt.Fprintf(w, "%-16s %-13s %-7d %5d %11s %9.2f %9.1f %9.1f %10d %10d %6.2fx %7.2fx %6.0f%% %6.1f%%\n",
+			row.Workload, row.Mode, row.Threads, row.Decisions, fmt.Sprintf("%.0f+%.0f", row.AvgPrefix, row.AvgSuffix), row.DecisionsPerSec, row.P50Ms, row.P95Ms,
 			row.TokensSubmitted, row.TokensEvaluated, row.TokenBound, row.SpeedupVsFresh, 100*row.OfBound, 100*row.DecodeShare)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintln(w, "note:", n)
 	}
-	fmt.Fprintln(w, "bound = fresh tokens / minimal tokens; vs fresh = decisions/s over fresh; of bnd = vs fresh / bound; decode = share of wall inside llama_decode (the rest is Go-side overhead)")
+	fmt.Fprintln(w, "pre+suf = mean state-prefix + suffix tokens; bound = fresh tokens / minimal tokens; vs fresh = decisions/s over fresh; of bnd = vs fresh / bound; decode = share of wall inside llama_decode (the rest is Go-side overhead)")
 }

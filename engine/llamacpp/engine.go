@@ -974,3 +974,13 @@ func commonPrefix(a, b []Token) int {
 	}
 	return n
 }
+
+// PromptTokens renders and tokenizes d as Score would and returns the
+// lengths of its state prefix and of the rest, without scoring it.
+func (e *Engine) PromptTokens(d decision.Decision) (prefix, suffix int, err error) {
+	it := e.prepare(&d, map[string][]Token{})
+	if it.err != nil {
+		return 0, 0, it.err
+	}
+	return len(it.head), len(it.tail), nil
+}
