@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -89,6 +90,10 @@ type Config struct {
 	// LogState adds each request's body (with its state text) to the
 	// request log at debug level. Defaults to false: logs never hold state.
 	LogState bool
+	// PolicyAdmin, when set, serves GET/POST /admin/policy (read or reload
+	// the policy; policy.Holder.Handler) behind the same authentication as
+	// every other route. Defaults to nil: no such route.
+	PolicyAdmin http.Handler
 	// RequestIDFunc makes the id of each request (x-typesafe-request-id).
 	// Defaults to "req_" and 24 random hex digits.
 	RequestIDFunc func() string

@@ -201,6 +201,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, rs *reqState) {
 		rs.route, allow, h = "models", "GET, HEAD", s.handleModels
 	case path == "/metrics":
 		rs.route, allow, h = "metrics", "GET, HEAD", s.handleMetrics
+	case path == "/admin/policy" && s.cfg.PolicyAdmin != nil:
+		rs.route, allow = "policy_admin", "GET, HEAD, POST"
+		h = func(w http.ResponseWriter, r *http.Request, _ *reqState) { s.cfg.PolicyAdmin.ServeHTTP(w, r) }
 	}
 	if h == nil {
 		s.writeError(w, rs, newAPIError(http.StatusNotFound, "not_found", "no route for %s", path))

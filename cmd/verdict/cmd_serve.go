@@ -111,6 +111,7 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		go h.WatchSIGHUP(ctx, func(err error) { slog.Error("policy reload failed; keeping the previous policy", "error", err) })
 		cfg.Policy = policyAdapter{h}
+		cfg.PolicyAdmin = h.Handler()
 	}
 	srv, err := server.New(cfg)
 	if err != nil {

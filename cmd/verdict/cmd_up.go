@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/verdict-dev/verdict/decision"
@@ -212,6 +214,7 @@ func runUp(ctx context.Context, args []string) error {
 	mux.HandleFunc("GET /v1/requests/{id}", api.getRequest)
 	mux.HandleFunc("GET /v1/decisions/{id}", api.getDecision)
 	mux.Handle("GET /metrics", w.Handler())
+	mux.Handle("/admin/policy", requireKey(keys, holder.Handler()))
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
 		lambda.JSONResponse(http.StatusOK, map[string]string{"status": "ok"}).Write(rw)
 	})
@@ -536,4 +539,30 @@ func (a *upAPI) getDecision(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lambda.JSONResponse(http.StatusOK, out).Write(rw)
+}
+
+// requireKey guards an admin route: with API keys configured, the request
+// must carry one (Authorization: Bearer KEY or X-Api-Key), compared in
+// constant time; without keys `verdict up` listens on loopback only.
+func requireKey(keys map[string]string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(keys) > 0 {
+			got := r.Header.Get("X-Api-Key")
+			if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+				got = strings.TrimSpace(b)
+			}
+			ok := false
+			for k := range keys {
+				if subtle.ConstantTimeCompare([]byte(k), []byte(got)) == 1 {
+					ok = true
+				}
+			}
+			if !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="verdict"`)
+				http.Error(w, `{"error":{"code":"unauthorized","message":"missing or bad API key"}}`, http.StatusUnauthorized)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }

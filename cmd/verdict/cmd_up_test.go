@@ -139,3 +139,23 @@ func TestUpLookups(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &st))
 	require.Equal(t, "done", st.Status)
 }
+
+func TestRequireKeyGuardsAdminRoutes(t *testing.T) {
+	t.Parallel()
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	call := func(keys map[string]string, hdr, val string) int {
+		req := httptest.NewRequest(http.MethodPost, "/admin/policy", nil)
+		if hdr != "" {
+			req.Header.Set(hdr, val)
+		}
+		rec := httptest.NewRecorder()
+		requireKey(keys, ok).ServeHTTP(rec, req)
+		return rec.Code
+	}
+	keys := map[string]string{"k1": "acme"}
+	require.Equal(t, http.StatusUnauthorized, call(keys, "", ""))
+	require.Equal(t, http.StatusUnauthorized, call(keys, "Authorization", "Bearer nope"))
+	require.Equal(t, http.StatusNoContent, call(keys, "Authorization", "Bearer k1"))
+	require.Equal(t, http.StatusNoContent, call(keys, "X-Api-Key", "k1"))
+	require.Equal(t, http.StatusNoContent, call(nil, "", "")) // loopback-only mode
+}
