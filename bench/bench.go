@@ -54,8 +54,14 @@ type Config struct {
 	Independent int
 	// Concurrency is the number of W3 callers. Defaults to 16.
 	Concurrency int
+	// IndependentTokens is the W3 state length. Defaults to 200.
+	IndependentTokens int
 	// Workloads to run, by name (w0 w1 w2 w3). Defaults to all.
 	Workloads []string
+	// FlashAttention is passed to the engine ("auto", "on", "off").
+	FlashAttention string
+	// BranchBatchTokens is passed to the engine (0 = its default).
+	BranchBatchTokens int
 	// Log receives progress lines. Defaults to io.Discard.
 	Log io.Writer
 }
@@ -73,6 +79,7 @@ func (c *Config) defaults() {
 	def(&c.JevLimit, 12)
 	def(&c.Independent, 64)
 	def(&c.Concurrency, 16)
+	def(&c.IndependentTokens, 200)
 	if len(c.PrefillThreads) == 0 {
 		c.PrefillThreads = []int{1, 2}
 	}
@@ -143,7 +150,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// and each cached measurement gets a new engine so that it cannot
 	// reuse prefixes another mode left behind.
 	newEngine := func(noCache bool) (*llamacpp.Engine, error) {
-		return llamacpp.New(llamacpp.Options{ModelPath: cfg.Model, Threads: cfg.Threads, NoPrefixCache: noCache})
+		return llamacpp.New(llamacpp.Options{ModelPath: cfg.Model, Threads: cfg.Threads, NoPrefixCache: noCache, FlashAttention: cfg.FlashAttention, BranchBatchTokens: cfg.BranchBatchTokens})
 	}
 	fresh, err := newEngine(true)
 	if err != nil {
@@ -375,7 +382,7 @@ func minimalTokens(e *llamacpp.Engine, groups [][]decision.Decision) (n int64, a
 // runIndependent runs W3: decisions with no shared state, one at a time
 // versus Concurrency callers at once.
 func runIndependent(ctx context.Context, cfg Config, rep *Report, fresh *llamacpp.Engine, threads int) error {
-	ds, err := independent(fresh.Model(), cfg.Independent)
+	ds, err := independent(fresh.Model(), cfg.Independent, cfg.IndependentTokens)
 	if err != nil {
 		return err
 	}
@@ -508,12 +515,13 @@ func shape777(e *llamacpp.Engine, cfg Config) ([][]decision.Decision, error) {
 	return groups, nil
 }
 
-// independent builds W3: n decisions with distinct ~200-token states.
-func independent(m *llamacpp.Model, n int) ([]decision.Decision, error) {
+// independent builds W3: n decisions with distinct states of about
+// tokens tokens.
+func independent(m *llamacpp.Model, n, tokens int) ([]decision.Decision, error) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	var out []decision.Decision
 	for i := 0; i < n; i++ {
-		st, err := text(m, rng, 200)
+		st, err := text(m, rng, tokens)
 		if err != nil {
 			return nil, err
 		}

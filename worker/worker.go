@@ -241,12 +241,16 @@ func (w *Worker) processBatch(msgs []queue.Message) {
 			groups[k] = append(groups[k], member{job: j, idx: i})
 		}
 	}
+	// Groups are scored in parallel, but their results are assigned to the
+	// jobs one group at a time: a message whose decisions span several
+	// states belongs to several groups, and assign writes its job.
 	var wg sync.WaitGroup
+	var assignMu sync.Mutex
 	for _, k := range order {
 		wg.Add(1)
 		go func(ms []member) {
 			defer wg.Done()
-			w.score(ms)
+			w.score(ms, &assignMu)
 		}(groups[k])
 	}
 	wg.Wait()
@@ -308,19 +312,24 @@ func (w *Worker) prepare(j *job) {
 // come from several messages, each message's decisions are scored again
 // on their own, so that one poison message does not drag the messages
 // merged with it to the dead-letter queue.
-func (w *Worker) score(ms []member) {
+func (w *Worker) score(ms []member, assignMu *sync.Mutex) {
+	assign := func(ms []member, rs []decision.Result, err error) {
+		assignMu.Lock()
+		defer assignMu.Unlock()
+		w.assign(ms, rs, err)
+	}
 	rs, err := w.callScorer(ms)
 	if err != nil && !engine.Retryable(err) && !errors.Is(err, errStopping) && w.work.Err() == nil {
 		if parts := splitByJob(ms); len(parts) > 1 {
 			w.log.Warn("merged engine call failed; scoring its messages one by one", "err", err, "messages", len(parts))
 			for _, p := range parts {
 				prs, perr := w.callScorer(p)
-				w.assign(p, prs, perr)
+				assign(p, prs, perr)
 			}
 			return
 		}
 	}
-	w.assign(ms, rs, err)
+	assign(ms, rs, err)
 }
 
 func splitByJob(ms []member) [][]member {

@@ -32,9 +32,12 @@ func runBench(ctx context.Context, args []string) error {
 	limit := fs.Int("limit", 12, "W2: number of JevBench cases")
 	indep := fs.Int("independent", 64, "W3: number of independent decisions")
 	conc := fs.Int("concurrency", 16, "W3: concurrent callers")
+	indepTokens := fs.Int("independent-tokens", 200, "W3: state length in tokens")
 	workloads := fs.String("workloads", "w0,w1,w2,w3", "workloads to run")
 	out := fs.String("out", "bench-results.json", "write the report as JSON here (\"\" = don't)")
 	data := fs.String("data", ".verdict", "where synthetic models are cached")
+	flashAttn := fs.String("flash-attn", "auto", "flash attention for W1–W3: auto, on or off")
+	branchTokens := fs.Int("branch-batch", 0, "suffix tokens decoded together in one call (default: the engine's)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -42,7 +45,7 @@ func runBench(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg := bench.Config{Model: *modelPath, PrefillModel: *prefill, Threads: *threads, States: *states, Questions: *questions,
-		JevBench: *jev, JevLimit: *limit, Independent: *indep, Concurrency: *conc, Log: os.Stderr}
+		JevBench: *jev, JevLimit: *limit, Independent: *indep, Concurrency: *conc, IndependentTokens: *indepTokens, FlashAttention: *flashAttn, BranchBatchTokens: *branchTokens, Log: os.Stderr}
 	for _, w := range strings.Split(*workloads, ",") {
 		if w = strings.TrimSpace(w); w != "" {
 			cfg.Workloads = append(cfg.Workloads, w)

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -89,4 +90,71 @@ func TestServeLoadsAnswersAndDrains(t *testing.T) {
 	require.NoError(t, <-done)
 	_, err = http.Get(url + "/ping")
 	require.Error(t, err, "the listener is closed after the drain")
+}
+
+// TestServeWithPolicyStartsServing is the regression test for `verdict
+// serve --policy FILE` blocking on the SIGHUP watcher before it listened:
+// with examples/policy.yaml it answers /ping, and /invocations answers
+// carry the policy's outcome.
+func TestServeWithPolicyStartsServing(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tiny.gguf")
+	require.NoError(t, model.Synth(path, model.SynthOptions{Shape: "tiny", Seed: 1}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- runServe(ctx, []string{"--addr", addr, "--model", path, "--threads", "1", "--ctx", "4096",
+			"--policy", filepath.Join("..", "..", "examples", "policy.yaml"), "--log-level", "warn"})
+	}()
+	url := "http://" + addr
+	ok := func() bool {
+		resp, err := http.Get(url + "/ping")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		select {
+		case err := <-done:
+			t.Fatalf("verdict serve --policy returned before serving: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("verdict serve --policy never answered /ping with 200")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	body := `{"id":"ticket-1","state":"I was charged twice for my subscription this month.","question":"Which team should handle this ticket?",
+		"options":[{"id":"billing","description":"Billing."},{"id":"technical","description":"Technical."},{"id":"account","description":"Account."},{"id":"abuse","description":"Abuse."},{"id":"other","description":"Other."}]}`
+	resp, err := http.Post(url+"/invocations", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	var got struct {
+		Result struct {
+			Outcome *struct {
+				Status string `json:"status"`
+				Policy string `json:"policy"`
+			} `json:"outcome"`
+		} `json:"result"`
+	}
+	require.NoError(t, json.Unmarshal(b, &got), string(b))
+	require.NotNil(t, got.Result.Outcome, "the answer carries the policy's outcome: %s", b)
+	require.NotEmpty(t, got.Result.Outcome.Status, string(b))
+	require.NotEmpty(t, got.Result.Outcome.Policy, "the outcome names the policy that decided it: %s", b)
+
+	cancel()
+	require.NoError(t, <-done)
 }

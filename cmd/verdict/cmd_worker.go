@@ -16,7 +16,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sagemakerruntime"
 
+	"github.com/verdict-dev/verdict/engine"
+	"github.com/verdict-dev/verdict/engine/sagemaker"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/queue"
 	"github.com/verdict-dev/verdict/sink"
@@ -54,6 +57,98 @@ type workerFlags struct {
 	metricsAddr     string
 	logState        bool
 	publishTiming   bool
+	sm              sageMakerFlags
+}
+
+// sageMakerFlags choose the scoring engine of `verdict worker`: the local
+// llama.cpp model or a SageMaker real-time endpoint.
+type sageMakerFlags struct {
+	engine         string
+	endpoint       string
+	url            string
+	maxAttempts    int
+	maxElapsed     time.Duration
+	attemptTimeout time.Duration
+	maxBatch       int
+	concurrency    int
+}
+
+// Engine kinds of --engine.
+const (
+	engineLlamaCpp  = "llamacpp"
+	engineSageMaker = "sagemaker"
+)
+
+func (f *sageMakerFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.engine, "engine", engineLlamaCpp, "scoring engine: llamacpp (load the model in-process) or sagemaker (send decisions to a SageMaker endpoint; no model is loaded)")
+	fs.StringVar(&f.endpoint, "sagemaker-endpoint", "", "SageMaker endpoint `name` (required with --engine sagemaker)")
+	fs.StringVar(&f.url, "sagemaker-url", "", "SageMaker runtime `URL` override, e.g. a local verdict serve at http://127.0.0.1:8080 (default: the region's endpoint)")
+	fs.IntVar(&f.maxAttempts, "sagemaker-max-attempts", 5, "attempts per endpoint request, the first included (503, 429, 5xx and connection errors are retried)")
+	fs.DurationVar(&f.maxElapsed, "sagemaker-max-elapsed", 30*time.Second, "longest time one endpoint request may spend retrying; then the message is released for later")
+	fs.DurationVar(&f.attemptTimeout, "sagemaker-attempt-timeout", 60*time.Second, "limit of one endpoint attempt; a slower one is retried")
+	fs.IntVar(&f.maxBatch, "sagemaker-max-batch", 64, "most decisions per endpoint request (decisions sharing a state go together)")
+	fs.IntVar(&f.concurrency, "sagemaker-concurrency", 4, "endpoint requests in flight per scored batch")
+}
+
+// check validates the engine flags, naming the flag. set holds the flags
+// given on the command line or through VERDICT_* variables.
+func (f *sageMakerFlags) check(set map[string]bool) error {
+	switch f.engine {
+	case engineLlamaCpp:
+		for _, name := range []string{"sagemaker-endpoint", "sagemaker-url", "sagemaker-max-attempts", "sagemaker-max-elapsed", "sagemaker-attempt-timeout", "sagemaker-max-batch", "sagemaker-concurrency"} {
+			if set[name] {
+				return fmt.Errorf("flag --%s: only used with --engine sagemaker (the engine is %s)", name, f.engine)
+			}
+		}
+		return nil
+	case engineSageMaker:
+	default:
+		return fmt.Errorf("flag --engine: bad value %q (want llamacpp or sagemaker)", f.engine)
+	}
+	switch {
+	case strings.TrimSpace(f.endpoint) == "":
+		return errors.New("flag --sagemaker-endpoint: required with --engine sagemaker")
+	case f.url != "" && !strings.HasPrefix(f.url, "http://") && !strings.HasPrefix(f.url, "https://"):
+		return fmt.Errorf("flag --sagemaker-url: must be an http(s) URL, got %q", f.url)
+	case f.maxAttempts < 1:
+		return fmt.Errorf("flag --sagemaker-max-attempts: must be >= 1, got %d", f.maxAttempts)
+	case f.maxElapsed <= 0:
+		return fmt.Errorf("flag --sagemaker-max-elapsed: must be > 0, got %v", f.maxElapsed)
+	case f.attemptTimeout <= 0:
+		return fmt.Errorf("flag --sagemaker-attempt-timeout: must be > 0, got %v", f.attemptTimeout)
+	case f.maxBatch < 1:
+		return fmt.Errorf("flag --sagemaker-max-batch: must be >= 1, got %d", f.maxBatch)
+	case f.concurrency < 1:
+		return fmt.Errorf("flag --sagemaker-concurrency: must be >= 1, got %d", f.concurrency)
+	}
+	return nil
+}
+
+// open builds the SageMaker scorer. The client uses the worker's AWS
+// configuration (--region, else the environment's, else us-east-1) with
+// the SDK's own retries off: the scorer retries, and the two would multiply.
+func (f *sageMakerFlags) open(ctx context.Context, region string) (*sagemaker.Scorer, error) {
+	awsCfg, err := queue.LoadAWS(ctx, region)
+	if err != nil {
+		return nil, fmt.Errorf("flag --region: %w", err)
+	}
+	awsCfg.Retryer = func() aws.Retryer { return aws.NopRetryer{} }
+	client := sagemakerruntime.NewFromConfig(awsCfg, func(o *sagemakerruntime.Options) {
+		if f.url != "" {
+			o.BaseEndpoint = aws.String(f.url)
+		}
+		o.Retryer = aws.NopRetryer{}
+		o.RetryMaxAttempts = 1
+	})
+	s, err := sagemaker.New(ctx, sagemaker.Config{
+		EndpointName: f.endpoint, Client: client,
+		MaxAttempts: f.maxAttempts, MaxElapsed: f.maxElapsed, AttemptTimeout: f.attemptTimeout,
+		MaxBatch: f.maxBatch, Concurrency: f.concurrency, Logger: slog.Default(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("flag --sagemaker-endpoint: %w", err)
+	}
+	return s, nil
 }
 
 func (f *workerFlags) register(fs *flag.FlagSet) {
@@ -82,6 +177,7 @@ func (f *workerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (default: off)")
 	fs.BoolVar(&f.logState, "log-state", false, "let debug logs include state text (off: logs never contain state text)")
 	fs.BoolVar(&f.publishTiming, "publish-timing", false, "include per-run timing in published results (then redeliveries differ in those bytes)")
+	f.sm.register(fs)
 }
 
 // resources collects what must be closed when the worker ends.
@@ -227,19 +323,29 @@ func runWorker(ctx context.Context, args []string) error {
 	if err := checkWorkerFlags(&wf); err != nil {
 		return err
 	}
+	set := map[string]bool{}
+	fs.VisitAll(func(fl *flag.Flag) {
+		if _, ok := os.LookupEnv(envName(fl.Name)); ok {
+			set[fl.Name] = true
+		}
+	})
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if err := wf.sm.check(set); err != nil {
+		return err
+	}
 	var res resources
 	defer res.close()
 	cfg, err := wf.build(ctx, &res)
 	if err != nil {
 		return err
 	}
-	eng, err := ef.open("/opt/ml/model")
+	scorer, prefixStats, closeEngine, err := openWorkerEngine(ctx, &wf, &ef, set)
 	if err != nil {
 		return err
 	}
-	defer eng.Close()
-	cfg.Scorer = eng
-	cfg.PrefixStatsFunc = func() (int64, int64) { s := eng.Stats(); return s.PrefixHits, s.PrefixMisses }
+	defer closeEngine()
+	cfg.Scorer = scorer
+	cfg.PrefixStatsFunc = prefixStats
 	cfg.Logger = slog.Default()
 	w, err := worker.New(cfg)
 	if err != nil {
@@ -283,6 +389,32 @@ func runWorker(ctx context.Context, args []string) error {
 		}
 	}()
 	return w.Run(ctx)
+}
+
+// openWorkerEngine opens the engine --engine names: the local llama.cpp
+// model, or the SageMaker scorer (then no model is loaded and the model
+// flags are ignored). It returns the prefix-cache statistics function (nil
+// for SageMaker) and what closes the engine.
+func openWorkerEngine(ctx context.Context, wf *workerFlags, ef *engineFlags, set map[string]bool) (engine.Scorer, func() (int64, int64), func(), error) {
+	if wf.sm.engine == engineSageMaker {
+		for _, name := range []string{"model", "m", "model-sha256"} {
+			if set[name] {
+				slog.Warn("--engine sagemaker loads no model; ignoring the model flag", "flag", "--"+name)
+			}
+		}
+		s, err := wf.sm.open(ctx, wf.region)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		slog.Info("scoring on a SageMaker endpoint", "endpoint", wf.sm.endpoint, "url", wf.sm.url)
+		return s, nil, func() {}, nil
+	}
+	eng, err := ef.open(sageMakerModelDir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	stats := func() (int64, int64) { s := eng.Stats(); return s.PrefixHits, s.PrefixMisses }
+	return eng, stats, func() { eng.Close() }, nil
 }
 
 // checkWorkerFlags validates the numeric flags, naming the flag.

@@ -24,6 +24,8 @@ type engineFlags struct {
 	maxPending  int
 	temperature float64
 	noMmap      bool
+	flashAttn   string
+	branchBatch int
 }
 
 func (e *engineFlags) register(fs *flag.FlagSet) {
@@ -39,6 +41,8 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&e.maxPending, "max-pending", 0, "decisions waiting for the engine before it answers busy (default 1024)")
 	fs.Float64Var(&e.temperature, "temperature", 0, "divide option logits by this before the softmax (default 1)")
 	fs.BoolVar(&e.noMmap, "no-mmap", false, "read the model into memory instead of mapping it")
+	fs.StringVar(&e.flashAttn, "flash-attn", "auto", "flash attention: auto, on or off")
+	fs.IntVar(&e.branchBatch, "branch-batch", 0, "question-suffix tokens decoded together in one call (default: --batch)")
 }
 
 // modelPath returns the model to load: --model, else the first .gguf
@@ -60,7 +64,7 @@ func (e *engineFlags) options(path string) llamacpp.Options {
 	return llamacpp.Options{
 		ModelPath: path, SHA256: e.sha256, GPULayers: e.gpuLayers, NoMmap: e.noMmap,
 		Threads: e.threads, ContextSize: e.ctx, BatchSize: e.batch, UBatchSize: e.ubatch,
-		MaxSequences: e.seqMax, MaxPending: e.maxPending, Temperature: e.temperature,
+		MaxSequences: e.seqMax, MaxPending: e.maxPending, Temperature: e.temperature, FlashAttention: e.flashAttn, BranchBatchTokens: e.branchBatch,
 	}
 }
 

@@ -23,7 +23,7 @@ static struct llama_model_params verdict_model_params(int n_gpu_layers, bool use
 }
 
 static struct llama_context_params verdict_context_params(uint32_t n_ctx, uint32_t n_batch, uint32_t n_ubatch,
-		uint32_t n_seq_max, int32_t n_threads, bool kv_unified) {
+		uint32_t n_seq_max, int32_t n_threads, bool kv_unified, int flash_attn) {
 	struct llama_context_params p = llama_context_default_params();
 	p.n_ctx = n_ctx;
 	p.n_batch = n_batch;
@@ -33,6 +33,7 @@ static struct llama_context_params verdict_context_params(uint32_t n_ctx, uint32
 	p.n_threads_batch = n_threads;
 	p.embeddings = false;
 	p.kv_unified = kv_unified;
+	p.flash_attn_type = (enum llama_flash_attn_type)flash_attn;
 	p.no_perf = true;
 	return p;
 }
@@ -265,6 +266,9 @@ func (m *Model) Params() uint64 { return uint64(C.llama_model_n_params(m.m)) }
 type ContextParams struct {
 	NCtx, NBatch, NUBatch, NSeqMax, Threads int
 	KVUnified                               bool
+	// FlashAttention is -1 (llama.cpp decides), 0 (off) or 1 (on). The
+	// zero value is off.
+	FlashAttention int
 }
 
 // Context is a llama.cpp inference context with its KV memory. It is not
@@ -289,7 +293,7 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 		return nil, fmt.Errorf("llamacpp: n_seq_max %d out of range 1..256", p.NSeqMax)
 	}
 	cp := C.verdict_context_params(C.uint32_t(p.NCtx), C.uint32_t(p.NBatch), C.uint32_t(p.NUBatch),
-		C.uint32_t(p.NSeqMax), C.int32_t(p.Threads), C.bool(p.KVUnified))
+		C.uint32_t(p.NSeqMax), C.int32_t(p.Threads), C.bool(p.KVUnified), C.int(p.FlashAttention))
 	c := C.llama_init_from_model(m.m, cp)
 	if c == nil {
 		return nil, fmt.Errorf("llamacpp: create context (n_ctx %d, n_batch %d, n_seq_max %d) failed", p.NCtx, p.NBatch, p.NSeqMax)

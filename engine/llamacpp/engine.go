@@ -102,7 +102,7 @@ func New(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	lctx, err := NewContext(m, ContextParams{NCtx: opts.ContextSize, NBatch: opts.BatchSize, NUBatch: opts.UBatchSize,
-		NSeqMax: opts.MaxSequences, Threads: opts.Threads, KVUnified: true})
+		NSeqMax: opts.MaxSequences, Threads: opts.Threads, KVUnified: true, FlashAttention: fa(opts.FlashAttention)})
 	if err != nil {
 		m.Free()
 		return nil, err
@@ -560,8 +560,21 @@ func (e *Engine) subRound(heads [][]Token, members [][]*item) error {
 	headSeq := make([]int, len(heads))
 	// Phase 1: prefill the heads.
 	e.batch.Clear()
+	flushPrefill := func() error {
+		if e.batch.Len() == 0 {
+			return nil
+		}
+		if err := e.decode(); err != nil {
+			return err
+		}
+		e.batch.Clear()
+		return nil
+	}
 	for gi, head := range heads {
-		seq, reuse := e.acquire(head)
+		seq, reuse, err := e.acquire(head, flushPrefill)
+		if err != nil {
+			return err
+		}
 		headSeq[gi] = seq
 		if reuse > 0 {
 			e.stats.hits.Add(1)
@@ -664,12 +677,12 @@ func (e *Engine) subRound(heads [][]Token, members [][]*item) error {
 			}
 			active = append(active, it)
 		}
-		room := e.batch.Cap() - e.batch.Len()
+		room := e.opts.BranchBatchTokens - e.batch.Len()
 		n := min(room, len(it.tail)-it.cursor)
 		// Keep the cells in use within the context: finish the branches
 		// in flight before starting more, rather than overflowing the KV
 		// cache and falling back to the slow retry path.
-		if room == 0 || (e.batch.Len() > 0 && len(active) > 1 && e.cellsInUse(active)+n > e.lctx.NCtx()) {
+		if room <= 0 || (e.batch.Len() > 0 && len(active) > 1 && e.cellsInUse(active)+n > e.lctx.NCtx()) {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -875,8 +888,10 @@ func (e *Engine) release(seq int) {
 // acquire returns the cache sequence that will hold head, and how many of
 // its leading tokens are already there. Exact and extending hits reuse
 // the entry in place; a partial match copies the common part into a new
-// entry; a miss takes a free or least recently used slot.
-func (e *Engine) acquire(head []Token) (seq, reuse int) {
+// entry; a miss takes a free or least recently used slot. An entry taken
+// in this sub-round may still have tokens waiting in the batch: copying
+// from it would copy cells that do not exist yet, so flush runs first.
+func (e *Engine) acquire(head []Token, flush func() error) (seq, reuse int, err error) {
 	var best *cacheEntry
 	bestN := 0
 	for _, c := range e.cache {
@@ -889,17 +904,22 @@ func (e *Engine) acquire(head []Token) (seq, reuse int) {
 		// The whole head is cached (perhaps as the start of a longer
 		// prefix): branches copy [0, len(head)), so read it in place.
 		best.used, best.pinned = e.round, true
-		return best.seq, bestN
+		return best.seq, bestN, nil
 	}
 	if best != nil && bestN == len(best.tokens) && !best.pinned {
 		best.tokens = head
 		best.used, best.pinned = e.round, true
 		e.trimCache(best)
-		return best.seq, bestN
+		return best.seq, bestN, nil
 	}
 	slot := e.cacheSlot()
 	ent := &cacheEntry{seq: slot, tokens: head, used: e.round, pinned: true}
 	if best != nil && bestN > 0 {
+		if best.pinned {
+			if err := flush(); err != nil {
+				return 0, 0, err
+			}
+		}
 		if err := e.lctx.SeqCopy(best.seq, slot, 0, bestN); err != nil {
 			bestN = 0
 		}
@@ -908,7 +928,7 @@ func (e *Engine) acquire(head []Token) (seq, reuse int) {
 	}
 	e.cache = append(e.cache, ent)
 	e.trimCache(ent)
-	return slot, bestN
+	return slot, bestN, nil
 }
 
 // cacheSlot returns an empty cache sequence id, evicting the least
@@ -983,4 +1003,15 @@ func (e *Engine) PromptTokens(d decision.Decision) (prefix, suffix int, err erro
 		return 0, 0, it.err
 	}
 	return len(it.head), len(it.tail), nil
+}
+
+// fa maps Options.FlashAttention to llama.cpp's flash_attn_type.
+func fa(mode string) int {
+	switch mode {
+	case "on":
+		return 1
+	case "off":
+		return 0
+	}
+	return -1
 }

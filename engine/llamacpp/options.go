@@ -40,6 +40,15 @@ type Options struct {
 	// PrefixCacheTokens bounds the tokens held by resident prefixes; the
 	// least recently used are evicted beyond it. Defaults to ContextSize/2.
 	PrefixCacheTokens int
+	// FlashAttention is "auto" (llama.cpp decides; on for CPU), "on" or
+	// "off". Defaults to "auto".
+	FlashAttention string
+	// BranchBatchTokens bounds the question-suffix tokens decoded together
+	// in one call. Branches of other sequences in the same call share the
+	// KV cache and are masked out of each other's attention; a smaller
+	// budget wastes less masked attention, a larger one amortizes more
+	// per-call work. Defaults to BatchSize.
+	BranchBatchTokens int
 	// NoPrefixCache drops every state prefix after use, so each request
 	// starts from scratch (benchmarks' "fresh" mode). Defaults to false.
 	NoPrefixCache bool
@@ -66,6 +75,8 @@ func (o Options) withDefaults() Options {
 	}
 	def(&o.PrefixCacheTokens, o.ContextSize/2)
 	def(&o.MaxRoundDecisions, 256)
+	def(&o.BranchBatchTokens, o.BatchSize)
+	o.BranchBatchTokens = min(o.BranchBatchTokens, o.BatchSize)
 	if o.Temperature == 0 {
 		o.Temperature = 1
 	}
@@ -93,6 +104,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("llamacpp: Options.MaxRoundDecisions must be >= 1, got %d", o.MaxRoundDecisions)
 	case o.MaxPending < 1:
 		return fmt.Errorf("llamacpp: Options.MaxPending must be >= 1, got %d", o.MaxPending)
+	case o.FlashAttention != "" && o.FlashAttention != "auto" && o.FlashAttention != "on" && o.FlashAttention != "off":
+		return fmt.Errorf("llamacpp: Options.FlashAttention must be auto, on or off, got %q", o.FlashAttention)
 	case o.GPULayers < -1:
 		return fmt.Errorf("llamacpp: Options.GPULayers must be -1 (all) or >= 0, got %d", o.GPULayers)
 	case o.Temperature < 0:
