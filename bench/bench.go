@@ -62,6 +62,8 @@ type Config struct {
 	FlashAttention string
 	// BranchBatchTokens is passed to the engine (0 = its default).
 	BranchBatchTokens int
+	// PrefixCacheTokens is passed to the engine (0 = its default).
+	PrefixCacheTokens int
 	// Log receives progress lines. Defaults to io.Discard.
 	Log io.Writer
 }
@@ -150,7 +152,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// and each cached measurement gets a new engine so that it cannot
 	// reuse prefixes another mode left behind.
 	newEngine := func(noCache bool) (*llamacpp.Engine, error) {
-		return llamacpp.New(llamacpp.Options{ModelPath: cfg.Model, Threads: cfg.Threads, NoPrefixCache: noCache, FlashAttention: cfg.FlashAttention, BranchBatchTokens: cfg.BranchBatchTokens})
+		return llamacpp.New(llamacpp.Options{ModelPath: cfg.Model, Threads: cfg.Threads, NoPrefixCache: noCache, FlashAttention: cfg.FlashAttention, BranchBatchTokens: cfg.BranchBatchTokens, PrefixCacheTokens: cfg.PrefixCacheTokens})
 	}
 	fresh, err := newEngine(true)
 	if err != nil {

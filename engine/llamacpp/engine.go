@@ -139,7 +139,8 @@ func New(opts Options) (*Engine, error) {
 	}
 	slog.Info("llamacpp: model loaded", "file", e.identity.File, "sha256", info.SHA256, "arch", arch,
 		"quant", info.Quantization, "chat", e.family, "n_ctx", lctx.NCtx(), "n_batch", lctx.NBatch(),
-		"n_seq_max", lctx.NSeqMax(), "threads", opts.Threads)
+		"n_seq_max", lctx.NSeqMax(), "threads", opts.Threads, "flash_attn", opts.FlashAttention,
+		"prefix_cache_tokens", opts.PrefixCacheTokens, "branch_batch", opts.BranchBatchTokens)
 	go e.loop()
 	return e, nil
 }
@@ -474,9 +475,18 @@ func (e *Engine) runRound(round []*job) {
 			g.items = append(g.items, it)
 		}
 	}
+	// Sub-rounds: at most PrefixCacheSlots groups, and heads to prefill
+	// within BranchBatchTokens (at least one group), so that the cells
+	// every decode attends over stay few.
 	slots := e.opts.PrefixCacheSlots
-	for start := 0; start < len(groups); start += slots {
-		sub := groups[start:min(start+slots, len(groups))]
+	for start := 0; start < len(groups); {
+		end, tokens := start, 0
+		for end < len(groups) && end-start < slots && (end == start || tokens+len(groups[end].head) <= e.opts.BranchBatchTokens) {
+			tokens += len(groups[end].head)
+			end++
+		}
+		sub := groups[start:end]
+		start = end
 		heads := make([][]Token, len(sub))
 		members := make([][]*item, len(sub))
 		for i, g := range sub {

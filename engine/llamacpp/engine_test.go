@@ -485,7 +485,8 @@ func TestOneBadDecisionDoesNotPoisonTheBatch(t *testing.T) {
 	require.Equal(t, "invalid", rs[1].Error.Code)
 	require.Equal(t, "options", rs[1].Error.Fields[0].Path)
 	require.Equal(t, "too_large", rs[2].Error.Code)
-	require.Equal(t, rs[0].Probabilities, rs[3].Probabilities)
+	// The same decision twice: equal up to batch-composition rounding.
+	require.Less(t, maxAbsDiff(rs[0].Probabilities, rs[3].Probabilities), 1e-6)
 }
 
 func TestAdmissionAndCancellation(t *testing.T) {

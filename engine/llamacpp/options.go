@@ -38,16 +38,18 @@ type Options struct {
 	// cache between requests. Defaults to 16 (at most MaxSequences/2).
 	PrefixCacheSlots int
 	// PrefixCacheTokens bounds the tokens held by resident prefixes; the
-	// least recently used are evicted beyond it. Defaults to ContextSize/2.
+	// least recently used are evicted beyond it. Defaults to ContextSize/2
+	// with flash attention, else min(1024, ContextSize/2).
 	PrefixCacheTokens int
-	// FlashAttention is "auto" (llama.cpp decides; on for CPU), "on" or
-	// "off". Defaults to "auto".
+	// FlashAttention is "on", "off" or "auto": off when decoding on the
+	// CPU (GPULayers 0), on with GPU offload. Defaults to "auto".
 	FlashAttention string
 	// BranchBatchTokens bounds the question-suffix tokens decoded together
 	// in one call. Branches of other sequences in the same call share the
 	// KV cache and are masked out of each other's attention; a smaller
 	// budget wastes less masked attention, a larger one amortizes more
-	// per-call work. Defaults to BatchSize.
+	// per-call work. It also bounds the state prefixes prefilled together.
+	// Defaults to BatchSize with flash attention, else 256.
 	BranchBatchTokens int
 	// NoPrefixCache drops every state prefix after use, so each request
 	// starts from scratch (benchmarks' "fresh" mode). Defaults to false.
@@ -72,6 +74,23 @@ func (o Options) withDefaults() Options {
 	def(&o.PrefixCacheSlots, 16)
 	if o.PrefixCacheSlots > o.MaxSequences/2 {
 		o.PrefixCacheSlots = max(1, o.MaxSequences/2)
+	}
+	if o.FlashAttention == "" || o.FlashAttention == "auto" {
+		// Measured on 2-core x86 (see README, Performance): ggml's CPU flash
+		// attention is 1.3-1.75x slower than the plain path for prefill;
+		// GPU flash attention is fast.
+		o.FlashAttention = "off"
+		if o.GPULayers != 0 {
+			o.FlashAttention = "on"
+		}
+	}
+	// In the unified KV cache every decode attends over every resident
+	// cell, masking out other sequences'. Flash attention skips masked
+	// cells; the plain path computes them. So without it, keep fewer
+	// cells resident and decode fewer sequences together.
+	if o.FlashAttention == "off" {
+		def(&o.PrefixCacheTokens, min(1024, o.ContextSize/2))
+		def(&o.BranchBatchTokens, min(256, o.BatchSize))
 	}
 	def(&o.PrefixCacheTokens, o.ContextSize/2)
 	def(&o.MaxRoundDecisions, 256)
