@@ -309,7 +309,7 @@ func TestWorkerCommandSageMaker(t *testing.T) {
 		require.Equal(t, decision.StatusDecided, r.Status, d.ID)
 		require.Len(t, r.Result.Probabilities, 2, d.ID)
 		for j := range direct[i].Probabilities {
-			require.InDelta(t, direct[i].Probabilities[j], r.Result.Probabilities[j], 1e-6, d.ID)
+			require.InDelta(t, direct[i].Probabilities[j], r.Result.Probabilities[j], 1e-5, d.ID) // batch composition: rounding only
 		}
 		require.NotNil(t, r.Result.Model, d.ID)
 		require.Equal(t, eng.Identity().SHA256, r.Result.Model.SHA256, d.ID)
