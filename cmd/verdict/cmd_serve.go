@@ -8,11 +8,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/lambda"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/server"
 )
@@ -186,31 +186,13 @@ func runServe(ctx context.Context, args []string) error {
 	return runErr
 }
 
-// tenantRe is what may follow the last '=' of an --api-keys entry as a
-// tenant name; anything else (base64 padding, say) belongs to the key.
-var tenantRe = regexp.MustCompile(`^[A-Za-z0-9_.:@-]+$`)
-
-// parseAPIKeys parses --api-keys: comma-separated entries, each `key` or
-// `key=tenant`. The tenant follows the last '='; a key may itself contain
-// '=' (base64 padding), as in "c2VjcmV0==" or "c2VjcmV0===acme".
+// parseAPIKeys parses --api-keys (also VERDICT_API_KEYS, which the Lambda
+// front door reads too): comma-separated entries, each `key` or
+// `key=tenant`; see lambda.ParseAPIKeys.
 func parseAPIKeys(s string) (map[string]string, error) {
-	keys := map[string]string{}
-	for i, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		key, tenant := part, ""
-		if j := strings.LastIndexByte(part, '='); j > 0 && tenantRe.MatchString(part[j+1:]) {
-			key, tenant = part[:j], part[j+1:]
-		}
-		if strings.ContainsAny(key, " \t") {
-			return nil, fmt.Errorf("flag --api-keys: entry %d: a key must not contain spaces", i+1)
-		}
-		if _, dup := keys[key]; dup {
-			return nil, fmt.Errorf("flag --api-keys: entry %d: duplicate key", i+1)
-		}
-		keys[key] = tenant
+	keys, err := lambda.ParseAPIKeys(s)
+	if err != nil {
+		return nil, fmt.Errorf("flag --api-keys: %w", err)
 	}
 	return keys, nil
 }
