@@ -1,0 +1,55 @@
+//go:build llamacpp
+
+package bench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/verdict-dev/verdict/model"
+)
+
+// TestRunSmallConfig runs every workload on the tiny model with small
+// sizes: the table and the ratios must be there and make sense. Speed is
+// not asserted (that is what the bench is for).
+func TestRunSmallConfig(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tiny.gguf")
+	require.NoError(t, model.Synth(path, model.SynthOptions{Shape: "tiny", Seed: 1}))
+	jev := "../../shared/data/jevbench-240/cases.jsonl"
+	if _, err := os.Stat(jev); err != nil {
+		jev = "" // W2 is then reported as skipped
+	}
+	rep, err := Run(context.Background(), Config{
+		Model: path, PrefillModel: path, PrefillThreads: []int{1}, Threads: 1,
+		States: 1, Questions: 3, StateTokens: 120, SuffixTokens: 90,
+		JevBench: jev, JevLimit: 1, Independent: 4, Concurrency: 2, IndependentTokens: 30,
+	})
+	require.NoError(t, err)
+	byName := map[string]Row{}
+	for _, r := range rep.Rows {
+		byName[r.Workload+"/"+r.Mode] = r
+		require.Greater(t, r.DecisionsPerSec, 0.0, r.Workload)
+		require.Greater(t, r.DecodeShare, 0.0, r.Workload)
+		require.LessOrEqual(t, r.TokensEvaluated, r.TokensSubmitted, r.Workload+"/"+r.Mode)
+	}
+	require.Contains(t, byName, "W0 prefill/fresh")
+	w1 := byName["W1 shape-777/parallel"]
+	require.Greater(t, w1.TokenBound, 1.0)
+	require.Less(t, w1.TokensEvaluated, byName["W1 shape-777/fresh"].TokensEvaluated)
+	require.InDelta(t, 90, w1.AvgSuffix, 20)
+	require.Contains(t, byName, "W3 independent/fresh")
+	if jev != "" {
+		require.Contains(t, byName, "W2 jevbench-240/parallel")
+	}
+	var buf bytes.Buffer
+	rep.WriteTable(&buf)
+	require.True(t, strings.Contains(buf.String(), "W1 shape-777"))
+	require.Contains(t, buf.String(), "prefill")
+}
