@@ -20,7 +20,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/queue"
@@ -31,24 +30,7 @@ import (
 var moto *queuetest.Moto
 
 func TestMain(m *testing.M) {
-	var err error
-	moto, err = queuetest.StartMoto()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	moto.Stop()
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
-			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-			goleak.IgnoreAnyFunction("internal/poll.runtime_pollWait")); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(queuetest.RunWithMoto(m, func(mo *queuetest.Moto) { moto = mo }))
 }
 
 func rec(reqID, decID string) sink.Record {
