@@ -2,16 +2,12 @@ package sink
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sns/types"
-
-	"github.com/verdict-dev/verdict/queue"
 )
 
 // SNS publishes one notification per record on a topic.
@@ -41,41 +37,30 @@ func NewSNS(client *sns.Client, topicARN string) (*SNS, error) {
 // Name is "sns".
 func (s *SNS) Name() string { return "sns" }
 
-// Publish sends the records with PublishBatch, 10 at a time.
+// Publish sends the records with PublishBatch, 10 at a time. On FIFO
+// topics the group is the request id and the deduplication id the sha256
+// of the key.
 func (s *SNS) Publish(ctx context.Context, recs []Record) error {
-	for start := 0; start < len(recs); start += queue.MaxBatch {
-		end := min(start+queue.MaxBatch, len(recs))
-		entries := make([]types.PublishBatchRequestEntry, 0, end-start)
-		for i := start; i < end; i++ {
-			body, err := recs[i].Marshal()
-			if err != nil {
-				return fmt.Errorf("%w: %v", ErrPermanent, err)
+	return publishBatches(recs, s.fifo, "sns "+s.topic, func(es []batchEntry) ([]batchFailure, error) {
+		entries := make([]types.PublishBatchRequestEntry, len(es))
+		for i, e := range es {
+			entries[i] = types.PublishBatchRequestEntry{Id: aws.String(e.id), Message: aws.String(e.body),
+				MessageAttributes: map[string]types.MessageAttributeValue{}}
+			for k, v := range e.attrs {
+				entries[i].MessageAttributes[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 			}
-			e := types.PublishBatchRequestEntry{
-				Id:                aws.String(strconv.Itoa(i)),
-				Message:           aws.String(string(body)),
-				MessageAttributes: map[string]types.MessageAttributeValue{},
+			if e.group != "" {
+				entries[i].MessageGroupId, entries[i].MessageDeduplicationId = aws.String(e.group), aws.String(e.dedup)
 			}
-			for k, v := range attributes(&recs[i]) {
-				e.MessageAttributes[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
-			}
-			if s.fifo {
-				e.MessageGroupId = aws.String(recs[i].RequestID)
-				e.MessageDeduplicationId = aws.String(queue.DedupID(recs[i].Key()))
-			}
-			entries = append(entries, e)
 		}
 		out, err := s.client.PublishBatch(ctx, &sns.PublishBatchInput{TopicArn: aws.String(s.topic), PublishBatchRequestEntries: entries})
 		if err != nil {
-			return fmt.Errorf("sink: sns %s: %w", s.topic, err)
+			return nil, err
 		}
-		var errs []error
-		for _, f := range out.Failed {
-			errs = append(errs, fmt.Errorf("sink: sns %s: entry %s: %s: %s", s.topic, aws.ToString(f.Id), aws.ToString(f.Code), aws.ToString(f.Message)))
+		failed := make([]batchFailure, len(out.Failed))
+		for i, f := range out.Failed {
+			failed[i] = batchFailure{aws.ToString(f.Id), aws.ToString(f.Code), aws.ToString(f.Message)}
 		}
-		if err := errors.Join(errs...); err != nil {
-			return err
-		}
-	}
-	return nil
+		return failed, nil
+	})
 }
