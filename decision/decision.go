@@ -96,6 +96,17 @@ type Limits struct {
 // DefaultLimits returns the limits with every default filled in.
 func DefaultLimits() Limits { return Limits{}.withDefaults() }
 
+// StructuralLimits keeps the rules of a decision's shape (2–255 options,
+// ids, metadata entries) and lifts every size limit. Stages behind an
+// entry point (queue workers, engines) validate with it: the entry point
+// enforced its configured sizes, and a later stage must not refuse what it
+// accepted.
+func StructuralLimits() Limits {
+	const unbounded = 1 << 30
+	return Limits{MaxStateBytes: unbounded, MaxQuestionBytes: unbounded, MaxDescriptionBytes: unbounded,
+		MaxDecisions: unbounded}.withDefaults()
+}
+
 func (l Limits) withDefaults() Limits {
 	def := func(v *int, d int) {
 		if *v <= 0 {

@@ -101,7 +101,7 @@ func UnmarshalEnvelope(b []byte) (*Envelope, error) {
 		return nil, fmt.Errorf("%w: request %s: decisions is empty", ErrBadEnvelope, e.RequestID)
 	}
 	for i := range e.Decisions {
-		if err := e.Decisions[i].Validate(decision.Limits{}, fmt.Sprintf("decisions[%d]", i)); err != nil {
+		if err := e.Decisions[i].Validate(decision.StructuralLimits(), fmt.Sprintf("decisions[%d]", i)); err != nil {
 			return &e, fmt.Errorf("%w: request %s: %v", ErrBadEnvelope, e.RequestID, err)
 		}
 	}

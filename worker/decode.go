@@ -48,7 +48,7 @@ func invalidRecords(m queue.Message, env *queue.Envelope, err error) []sink.Reco
 		r.DecisionID = decisionID(d, i)
 		e := &decision.Error{Code: code, Message: err.Error()}
 		var ve *decision.ValidationError
-		if verr := d.Validate(decision.Limits{}, fmt.Sprintf("decisions[%d]", i)); errors.As(verr, &ve) {
+		if verr := d.Validate(decision.StructuralLimits(), fmt.Sprintf("decisions[%d]", i)); errors.As(verr, &ve) {
 			e.Fields = ve.Errors
 		}
 		r.Result = decision.Result{ID: d.ID, Kind: d.Kind, OptionIDs: d.OptionIDs(), Error: e, Outcome: errorOutcome(err)}

@@ -30,6 +30,7 @@ func runScore(ctx context.Context, args []string) error {
 	lf.register(fs)
 	policyFile := fs.String("policy", "", "policy file to apply to each result (see docs/policy.md)")
 	maxLine := fs.Int("max-line-bytes", 1<<20, "longest accepted input line")
+	maxState := fs.Int("max-state-bytes", decision.DefaultLimits().MaxStateBytes, "largest accepted state, in bytes")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -59,7 +60,13 @@ func runScore(ctx context.Context, args []string) error {
 	defer eng.Close()
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
-	failed, err := scoreStream(ctx, eng, pol, in, out, *maxLine)
+	if *maxState < 1 {
+		return fmt.Errorf("flag --max-state-bytes: must be at least 1, got %d", *maxState)
+	}
+	if *maxState > *maxLine {
+		*maxLine = *maxState + 64<<10
+	}
+	failed, err := scoreStream(ctx, eng, pol, decision.Limits{MaxStateBytes: *maxState}, in, out, *maxLine)
 	if err != nil {
 		return err
 	}
@@ -73,7 +80,7 @@ func runScore(ctx context.Context, args []string) error {
 // scoreStream reads JSONL decisions, scores them in chunks and writes one
 // result per line, in order. A bad line becomes an error result with its
 // line number. It returns how many lines failed.
-func scoreStream(ctx context.Context, sc engine.Scorer, pol *policy.Policy, in io.Reader, out io.Writer, maxLine int) (int, error) {
+func scoreStream(ctx context.Context, sc engine.Scorer, pol *policy.Policy, limits decision.Limits, in io.Reader, out io.Writer, maxLine int) (int, error) {
 	sr := bufio.NewScanner(in)
 	// The limit is the larger of maxLine and the buffer's capacity.
 	sr.Buffer(make([]byte, 0, min(64<<10, maxLine)), maxLine)
@@ -124,7 +131,7 @@ func scoreStream(ctx context.Context, sc engine.Scorer, pol *policy.Policy, in i
 		if len(trimSpace(b)) == 0 {
 			continue
 		}
-		d, err := decision.ParseSemIfDecision(b, decision.Limits{})
+		d, err := decision.ParseSemIfDecision(b, limits)
 		if err != nil {
 			r := lineError(err)
 			chunk = append(chunk, entry{line: line, res: &r})

@@ -49,7 +49,7 @@ func TestScoreStream(t *testing.T) {
 		`{"decision":` + good + `}`,
 	}, "\n")
 	var out bytes.Buffer
-	failed, err := scoreStream(context.Background(), eng, nil, strings.NewReader(input), &out, 1<<20)
+	failed, err := scoreStream(context.Background(), eng, nil, decision.Limits{}, strings.NewReader(input), &out, 1<<20)
 	require.NoError(t, err)
 	require.Equal(t, 2, failed)
 	rs := scoreLines(t, out.Bytes())
@@ -67,16 +67,25 @@ func TestScoreStream(t *testing.T) {
 	pol, err := loadPolicy("../../examples/policy.yaml")
 	require.NoError(t, err)
 	out.Reset()
-	failed, err = scoreStream(context.Background(), eng, pol, strings.NewReader(good+"\n"), &out, 1<<20)
+	failed, err = scoreStream(context.Background(), eng, pol, decision.Limits{}, strings.NewReader(good+"\n"), &out, 1<<20)
 	require.NoError(t, err)
 	require.Equal(t, 0, failed)
 	rs = scoreLines(t, out.Bytes())
 	require.NotNil(t, rs[0].Outcome)
 	require.NotEmpty(t, rs[0].Outcome.Status)
 
+	// A configured state limit is enforced with the field's path.
+	out.Reset()
+	failed, err = scoreStream(context.Background(), eng, nil, decision.Limits{MaxStateBytes: 10}, strings.NewReader(good+"\n"), &out, 1<<20)
+	require.NoError(t, err)
+	require.Equal(t, 1, failed)
+	rs = scoreLines(t, out.Bytes())
+	require.Equal(t, "too_large", rs[0].Error.Code)
+	require.Equal(t, "state", rs[0].Error.Fields[0].Path)
+
 	// A line longer than the limit fails the run with its line number.
 	out.Reset()
-	_, err = scoreStream(context.Background(), eng, nil, strings.NewReader(good+"\n"+strings.Repeat("x", 200)), &out, 128)
+	_, err = scoreStream(context.Background(), eng, nil, decision.Limits{}, strings.NewReader(good+"\n"+strings.Repeat("x", 200)), &out, 128)
 	require.ErrorContains(t, err, "line 1")
 }
 

@@ -34,6 +34,7 @@ type serveFlags struct {
 	apiKeys       string
 	noAuth        bool
 	maxBody       int64
+	maxState      int
 	timeout       time.Duration
 	maxConcurrent int
 	maxQueue      int
@@ -53,6 +54,7 @@ func (f *serveFlags) register() *flag.FlagSet {
 	fs.StringVar(&f.apiKeys, "api-keys", "", "accepted bearer `keys`, comma-separated, each KEY or KEY=TENANT (default: none)")
 	fs.BoolVar(&f.noAuth, "no-auth", false, "serve without authentication on a non-loopback address (only behind a platform that authenticates callers, such as SageMaker)")
 	fs.Int64Var(&f.maxBody, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body; larger ones get 413")
+	fs.IntVar(&f.maxState, "max-state-bytes", decision.DefaultLimits().MaxStateBytes, "largest state in a request; larger ones get 413")
 	fs.DurationVar(&f.timeout, "timeout", server.DefaultTimeout, "per-request limit from admission to answer; beyond it 504")
 	fs.IntVar(&f.maxConcurrent, "max-concurrent", server.DefaultMaxConcurrent, "requests scoring at once")
 	fs.IntVar(&f.maxQueue, "max-queue", server.DefaultMaxQueue, "requests waiting for a scoring slot; beyond them 503 with Retry-After")
@@ -89,12 +91,15 @@ func runServe(ctx context.Context, args []string) error {
 	cfg := server.Config{
 		ModelName: f.modelName, Aliases: splitList(f.aliases), APIKeys: keys,
 		MaxBodyBytes: f.maxBody, Timeout: f.timeout, MaxConcurrent: f.maxConcurrent,
+		Limits:   decision.Limits{MaxStateBytes: f.maxState},
 		MaxQueue: f.maxQueue, RetryAfter: f.retryAfter, LogState: f.logState,
 		Logger: slog.Default(),
 	}
 	switch {
 	case f.maxBody <= 0:
 		return fmt.Errorf("flag --max-body-bytes: must be > 0, got %d", f.maxBody)
+	case f.maxState <= 0:
+		return fmt.Errorf("flag --max-state-bytes: must be > 0, got %d", f.maxState)
 	case f.timeout <= 0:
 		return fmt.Errorf("flag --timeout: must be > 0, got %v", f.timeout)
 	case f.maxConcurrent < 1:

@@ -40,6 +40,7 @@ func TestServeRefusesBadSetup(t *testing.T) {
 		{[]string{"--addr", ":0"}, "flag --addr"},
 		{[]string{"--addr", "127.0.0.1:0", "--max-concurrent", "0"}, "flag --max-concurrent"},
 		{[]string{"--addr", "127.0.0.1:0", "--timeout", "-1s"}, "flag --timeout"},
+		{[]string{"--addr", "127.0.0.1:0", "--max-state-bytes", "-5"}, "flag --max-state-bytes"},
 		{[]string{"--addr", "127.0.0.1:0", "--api-keys", "a b"}, "flag --api-keys"},
 		{[]string{"--addr", "127.0.0.1:0", "--policy", "/nonexistent/policy.yaml"}, "flag --policy"},
 		{[]string{"--addr", "127.0.0.1:0", "--model", "/nonexistent/model.gguf"}, "flag --model"},

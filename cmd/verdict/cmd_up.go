@@ -44,6 +44,7 @@ type upFlags struct {
 	policyFile  string
 	apiKeys     string
 	maxBody     int
+	maxState    int
 	retryAfter  time.Duration
 	concurrency int
 	visibility  time.Duration
@@ -61,6 +62,7 @@ func (f *upFlags) register() *flag.FlagSet {
 	fs.StringVar(&f.policyFile, "policy", "", "policy file (default: the permissive default policy); reloaded on SIGHUP")
 	fs.StringVar(&f.apiKeys, "api-keys", "", "accepted API keys (X-Api-Key or Authorization: Bearer), comma-separated, each KEY or KEY=TENANT (default: none, anonymous callers accepted on loopback)")
 	fs.IntVar(&f.maxBody, "max-body-bytes", lambda.DefaultMaxBodyBytes, "largest request body; larger ones get 413")
+	fs.IntVar(&f.maxState, "max-state-bytes", decision.DefaultLimits().MaxStateBytes, "largest state in a request; larger ones get 413")
 	fs.DurationVar(&f.retryAfter, "retry-after", lambda.DefaultRetryAfter, "the Retry-After of 503 answers when the queue fails")
 	fs.IntVar(&f.concurrency, "concurrency", worker.DefaultConcurrency, "worker: received batches processed at once")
 	fs.DurationVar(&f.visibility, "visibility", worker.DefaultVisibility, "worker: visibility timeout; work held by a killed process is retried after it")
@@ -76,6 +78,8 @@ func (f *upFlags) check() error {
 	switch {
 	case f.maxBody <= 0:
 		return fmt.Errorf("flag --max-body-bytes: must be > 0, got %d", f.maxBody)
+	case f.maxState <= 0:
+		return fmt.Errorf("flag --max-state-bytes: must be > 0, got %d", f.maxState)
 	case f.retryAfter < 0:
 		return fmt.Errorf("flag --retry-after: must be >= 0, got %v", f.retryAfter)
 	case f.concurrency < 1:
@@ -194,6 +198,7 @@ func runUp(ctx context.Context, args []string) error {
 		APIKeys:          keys,
 		AllowAnonymous:   len(keys) == 0,
 		MaxBodyBytes:     f.maxBody,
+		Limits:           decision.Limits{MaxStateBytes: f.maxState},
 		RetryAfter:       f.retryAfter,
 		ResultsLocation:  "/v1/requests/{request_id}",
 		DecisionLocation: "/v1/decisions/{decision_id}?request_id={request_id}",

@@ -30,6 +30,7 @@ func TestUpFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"--data", data, "--concurrency", "0"}, "flag --concurrency"},
 		{[]string{"--data", data, "--max-receives", "0"}, "flag --max-receives"},
 		{[]string{"--data", data, "--max-body-bytes", "0"}, "flag --max-body-bytes"},
+		{[]string{"--data", data, "--max-state-bytes", "0"}, "flag --max-state-bytes"},
 		{[]string{"--data", data, "--synth-shape", "huge"}, "flag --synth-shape"},
 		{[]string{"--data", data, "--log-level", "loud"}, "flag --log-level"},
 		{[]string{"--data", data, "--policy", filepath.Join(data, "missing.yaml")}, "flag --policy"},

@@ -239,7 +239,7 @@ func (e *Engine) prepare(d *decision.Decision, heads map[string][]Token) *item {
 	it := &item{d: d}
 	t0 := time.Now()
 	defer func() { it.tokenize = time.Since(t0) }()
-	if err := d.Validate(decision.Limits{}, ""); err != nil {
+	if err := d.Validate(decision.StructuralLimits(), ""); err != nil {
 		it.err = err
 		return it
 	}
