@@ -59,7 +59,7 @@ type Tokens struct {
 	StatePrefix int `json:"state_prefix"`
 	// Evaluated is the number of tokens decoded for this decision (less than
 	// Input when a cached prefix was reused).
-	Evaluated int `json:"evaluated"`
+	Evaluated int `json:"evaluated,omitempty"`
 }
 
 // Timing of one decision, in milliseconds.

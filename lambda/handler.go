@@ -230,7 +230,7 @@ func (h *Handler) accept(ctx context.Context, req *Request, caller Caller, forma
 		out[route] = append(out[route], queue.Outgoing{
 			Body:       body,
 			GroupID:    g.key,
-			DedupID:    dedupID(basis, g.key),
+			DedupID:    dedupID(dedupBasisFor(basis, reqID, req.Header.Get("Idempotency-Key") != ""), g.key),
 			Attributes: attributes(reqID, route, format, caller.Tenant),
 		})
 		groupRoute[g.key] = route
@@ -357,6 +357,18 @@ func requestID(basis string, keyed bool) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return "req_" + hex.EncodeToString(b[:])
+}
+
+// dedupBasisFor is what deduplication is keyed on: the Idempotency-Key
+// basis when the client sent one (a retry is the same request), else the
+// request id itself. Two identical bodies sent without a key are two
+// requests with two ids; deduplicating them by body would answer 202 for
+// the second and never deliver its results.
+func dedupBasisFor(basis, reqID string, keyed bool) string {
+	if keyed {
+		return basis
+	}
+	return reqID
 }
 
 // dedupID is the FIFO MessageDeduplicationId of one group's message.

@@ -385,11 +385,19 @@ func TestIdempotencyKeyEnqueuesOnce(t *testing.T) {
 	require.NotEqual(t, first["request_id"], third["request_id"])
 	require.Len(t, drain(t, b.cpu), 1)
 
-	// Without a key, the body hash deduplicates the message.
+	// Without a key, two identical bodies are two requests: each gets its
+	// own id and its own message, so each id's results arrive.
 	delete(ev.Headers, "idempotency-key")
-	invoke(t, b.h, ev)
-	invoke(t, b.h, ev)
-	require.Len(t, drain(t, b.cpu), 1)
+	_, k1 := invoke(t, b.h, ev)
+	_, k2 := invoke(t, b.h, ev)
+	require.NotEqual(t, k1["request_id"], k2["request_id"])
+	envs := drain(t, b.cpu)
+	require.Len(t, envs, 2)
+	ids := map[string]bool{}
+	for _, env := range envs {
+		ids[env.RequestID] = true
+	}
+	require.True(t, ids[k1["request_id"].(string)] && ids[k2["request_id"].(string)], "every accepted id is enqueued")
 
 	// The same key from another tenant is not the same request.
 	ev.Headers["idempotency-key"] = "fixture-semif-1"

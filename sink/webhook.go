@@ -232,9 +232,11 @@ func Verify(secret []byte, ts, signature string, body []byte, now time.Time, tol
 
 // Publish posts every record to every URL it goes to. A refused address,
 // a disallowed host or a 4xx answer (other than 408 and 429) fails with
-// ErrPermanent at once; other failures are retried with backoff.
+// ErrPermanent at once; other failures are retried with backoff. The
+// returned error is permanent only when every failure was: one transient
+// failure beside a permanent one keeps the message for another try.
 func (w *Webhook) Publish(ctx context.Context, recs []Record) error {
-	var errs []error
+	var errs, transient []error
 	for i := range recs {
 		targets := recs[i].Reply
 		if w.cfg.URL != "" {
@@ -250,8 +252,14 @@ func (w *Webhook) Publish(ctx context.Context, recs []Record) error {
 		for _, t := range targets {
 			if err := w.post(ctx, t, recs[i].Key(), body); err != nil {
 				errs = append(errs, err)
+				if !errors.Is(err, ErrPermanent) {
+					transient = append(transient, err)
+				}
 			}
 		}
+	}
+	if len(transient) > 0 {
+		return errors.Join(transient...)
 	}
 	return errors.Join(errs...)
 }

@@ -73,7 +73,13 @@ func decisionID(d *decision.Decision, i int) string {
 // record builds a decided decision's record.
 func (w *Worker) record(env *queue.Envelope, i int, r decision.Result) sink.Record {
 	if !w.cfg.PublishTiming {
+		// Per-run measurements: a redelivery may find a warm prefix cache.
 		r.Timing = nil
+		if r.Tokens != nil {
+			t := *r.Tokens
+			t.Evaluated = 0
+			r.Tokens = &t
+		}
 	}
 	status := decision.StatusError
 	if r.Outcome != nil {

@@ -443,7 +443,7 @@ func (w *Worker) publish(j *job) error {
 			break
 		}
 	}
-	if hasReply {
+	if hasReply && !w.webhookIsSink() {
 		if w.cfg.Webhook == nil {
 			w.m.replyIgnored.Inc()
 		} else if err := w.cfg.Webhook.Publish(w.work, j.records); err != nil {
@@ -575,4 +575,19 @@ func (w *Worker) heartbeat(jobs []*job) (stop func()) {
 		}
 	}()
 	return func() { close(done); wg.Wait() }
+}
+
+// webhookIsSink reports whether the reply webhook is also one of the
+// sinks: it then posts to the reply URLs already, and a second pass would
+// deliver every record twice.
+func (w *Worker) webhookIsSink() bool {
+	if w.cfg.Webhook == nil {
+		return false
+	}
+	for _, s := range w.cfg.Sinks {
+		if wh, ok := s.(*sink.Webhook); ok && wh == w.cfg.Webhook {
+			return true
+		}
+	}
+	return false
 }

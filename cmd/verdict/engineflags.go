@@ -37,7 +37,7 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&e.ctx, "ctx", 0, "context size in tokens (default 8192)")
 	fs.IntVar(&e.batch, "batch", 0, "tokens per llama_decode call (default 2048)")
 	fs.IntVar(&e.ubatch, "ubatch", 0, "physical micro-batch (default 512)")
-	fs.IntVar(&e.seqMax, "seq-max", 0, "KV sequences (branches) at once, 2..256 (default 128)")
+	fs.IntVar(&e.seqMax, "seq-max", 0, "KV sequences (branches) at once, 3..256 (default 128)")
 	fs.IntVar(&e.maxPending, "max-pending", 0, "decisions waiting for the engine before it answers busy (default 1024)")
 	fs.Float64Var(&e.temperature, "temperature", 0, "divide option logits by this before the softmax (default 1)")
 	fs.BoolVar(&e.noMmap, "no-mmap", false, "read the model into memory instead of mapping it")

@@ -36,6 +36,11 @@ type Engine struct {
 	done    chan struct{}
 	closeMu sync.Once
 	closed  atomic.Bool
+	// life is held (read) by callers from the closed check through
+	// tokenizing and enqueueing, and (write) by Close before it stops the
+	// loop and frees the model: no caller tokenizes with a freed model or
+	// enqueues after the loop drained.
+	life sync.RWMutex
 
 	stats struct {
 		decisions, batches, submitted, evaluated, hits, misses, saved, decodeNs, busy atomic.Int64
@@ -179,7 +184,9 @@ func (e *Engine) Stats() Stats {
 // and frees the context and model.
 func (e *Engine) Close() error {
 	e.closeMu.Do(func() {
+		e.life.Lock()
 		e.closed.Store(true)
+		e.life.Unlock()
 		close(e.quit)
 		<-e.done
 		e.batch.Free()
@@ -192,17 +199,22 @@ func (e *Engine) Close() error {
 // Score scores decisions; see engine.Scorer. Callers render and tokenize
 // their own decisions; the decode loop batches everything waiting.
 func (e *Engine) Score(ctx context.Context, ds []decision.Decision) ([]decision.Result, error) {
-	if e.closed.Load() {
-		return nil, engine.ErrClosed
-	}
 	if len(ds) == 0 {
 		return nil, nil
 	}
+	e.life.RLock()
+	if e.closed.Load() {
+		e.life.RUnlock()
+		return nil, engine.ErrClosed
+	}
 	start := time.Now()
 	n := int64(len(ds))
-	if e.pending.Add(n) > int64(e.opts.MaxPending) {
+	// A call larger than the whole bound is still admitted when the engine
+	// is idle, alone, so that it can never be refused forever.
+	if p := e.pending.Add(n); p > int64(e.opts.MaxPending) && p != n {
 		e.pending.Add(-n)
 		e.stats.busy.Add(1)
+		e.life.RUnlock()
 		return nil, engine.ErrBusy
 	}
 	items := make([]*item, len(ds))
@@ -211,12 +223,11 @@ func (e *Engine) Score(ctx context.Context, ds []decision.Decision) ([]decision.
 		items[i] = e.prepare(&ds[i], heads)
 	}
 	j := &job{ctx: ctx, items: items, done: make(chan struct{}), enqueued: time.Now()}
-	select {
-	case e.jobs <- j:
-	case <-e.quit:
-		e.pending.Add(-n)
-		return nil, engine.ErrClosed
-	}
+	// Never blocks: the channel holds MaxPending jobs, and admission keeps
+	// at most that many decisions (so jobs) waiting; and the loop is still
+	// running, since Close waits for life before stopping it.
+	e.jobs <- j
+	e.life.RUnlock()
 	select {
 	case <-j.done:
 	case <-ctx.Done():
@@ -503,12 +514,13 @@ func (e *Engine) runRound(round []*job) {
 				e.resetItems(members)
 				for i := range sub {
 					for _, it := range members[i] {
+						e.resetKV() // alone on an empty cache: what fits alone is scored
 						if err := e.subRound([][]Token{it.head}, [][]*item{{it}}); err != nil {
 							it.err = mapDecodeErr(err)
-							e.resetKV()
 						}
 					}
 				}
+				e.resetKV()
 			}
 		}
 	}
@@ -648,17 +660,27 @@ func (e *Engine) subRound(heads [][]Token, members [][]*item) error {
 		}
 		e.batch.Clear()
 		inBatch = inBatch[:0]
-		// Free finished single-token branches; multi-token ones expand now.
+		// Free finished single-token branches first, so that multi-token
+		// ones have sequences to expand their labels into.
 		kept := active[:0]
+		var expand []*item
 		for _, it := range active {
-			if it.logp == nil {
+			switch {
+			case it.logp == nil:
 				kept = append(kept, it)
 				continue
+			case it.multi:
+				expand = append(expand, it)
+				continue
 			}
-			if it.multi {
-				if err := e.expandLabels(it); err != nil {
-					return err
-				}
+			it.doneScore = true
+			it.decode = time.Since(start)
+			e.release(it.seq)
+			it.hasSeq = false
+		}
+		for _, it := range expand {
+			if err := e.expandLabels(it); err != nil {
+				return err
 			}
 			it.doneScore = true
 			it.decode = time.Since(start)
@@ -668,15 +690,30 @@ func (e *Engine) subRound(heads [][]Token, members [][]*item) error {
 		active = kept
 		return nil
 	}
+	// With multi-token labels in the sub-round, keep one sequence free for
+	// their label branches.
+	reserve := 0
+	for _, it := range queue {
+		if it.multi {
+			reserve = 1
+			break
+		}
+	}
+	takeBranch := func() (int, bool) {
+		if len(e.free) <= reserve {
+			return 0, false
+		}
+		return e.takeSeq()
+	}
 	for len(queue) > 0 {
 		it := queue[0]
 		if !it.hasSeq {
-			seq, ok := e.takeSeq()
+			seq, ok := takeBranch()
 			if !ok {
 				if err := flush(); err != nil {
 					return err
 				}
-				if seq, ok = e.takeSeq(); !ok {
+				if seq, ok = takeBranch(); !ok {
 					return fmt.Errorf("llamacpp: no free sequence for a branch")
 				}
 			}
@@ -922,7 +959,16 @@ func (e *Engine) acquire(head []Token, flush func() error) (seq, reuse int, err 
 		e.trimCache(best)
 		return best.seq, bestN, nil
 	}
-	slot := e.cacheSlot()
+	if best != nil && bestN > 0 && !best.pinned && !e.cacheHasRoomBesides(best) {
+		// Every other slot is pinned: take best over in place, keeping
+		// the common part (nothing reads it this sub-round).
+		_ = e.lctx.SeqRemove(best.seq, bestN, -1)
+		best.tokens = head
+		best.used, best.pinned = e.round, true
+		e.trimCache(best)
+		return best.seq, bestN, nil
+	}
+	slot := e.cacheSlot(best)
 	ent := &cacheEntry{seq: slot, tokens: head, used: e.round, pinned: true}
 	if best != nil && bestN > 0 {
 		if best.pinned {
@@ -943,7 +989,21 @@ func (e *Engine) acquire(head []Token, flush func() error) (seq, reuse int, err 
 
 // cacheSlot returns an empty cache sequence id, evicting the least
 // recently used unpinned entry when all are taken.
-func (e *Engine) cacheSlot() int {
+// cacheHasRoomBesides reports whether a slot can be had without evicting
+// keep: a free slot, or an unpinned entry other than keep.
+func (e *Engine) cacheHasRoomBesides(keep *cacheEntry) bool {
+	if len(e.cache) < e.opts.PrefixCacheSlots {
+		return true
+	}
+	for _, c := range e.cache {
+		if c != keep && !c.pinned {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Engine) cacheSlot(avoid *cacheEntry) int {
 	usedSlots := map[int]bool{}
 	for _, c := range e.cache {
 		usedSlots[c.seq] = true
@@ -956,8 +1016,15 @@ func (e *Engine) cacheSlot() int {
 	}
 	victim := -1
 	for i, c := range e.cache {
-		if !c.pinned && (victim < 0 || c.used < e.cache[victim].used) {
+		if !c.pinned && c != avoid && (victim < 0 || c.used < e.cache[victim].used) {
 			victim = i
+		}
+	}
+	if victim < 0 {
+		for i, c := range e.cache { // only avoid is left: evict it after all
+			if !c.pinned && (victim < 0 || c.used < e.cache[victim].used) {
+				victim = i
+			}
 		}
 	}
 	if victim < 0 {
@@ -1008,6 +1075,11 @@ func commonPrefix(a, b []Token) int {
 // PromptTokens renders and tokenizes d as Score would and returns the
 // lengths of its state prefix and of the rest, without scoring it.
 func (e *Engine) PromptTokens(d decision.Decision) (prefix, suffix int, err error) {
+	e.life.RLock()
+	defer e.life.RUnlock()
+	if e.closed.Load() {
+		return 0, 0, engine.ErrClosed
+	}
 	it := e.prepare(&d, map[string][]Token{})
 	if it.err != nil {
 		return 0, 0, it.err

@@ -493,7 +493,15 @@ func TestAdmissionAndCancellation(t *testing.T) {
 	t.Parallel()
 	e := newEngine(t, Options{MaxPending: 2})
 	d := routing("a", "State.")
-	_, err := e.Score(context.Background(), []decision.Decision{d, d, d})
+	// An idle engine admits even a call larger than the bound, alone, so
+	// that such a call cannot be refused forever.
+	rs, err := e.Score(context.Background(), []decision.Decision{d, d, d})
+	require.NoError(t, err)
+	require.Len(t, rs, 3)
+	// With one decision already waiting, two more exceed the bound.
+	e.pending.Store(1)
+	_, err = e.Score(context.Background(), []decision.Decision{d, d})
+	e.pending.Store(0)
 	require.ErrorIs(t, err, engine.ErrBusy)
 	require.True(t, engine.Retryable(err))
 	require.Equal(t, int64(1), e.Stats().Busy)

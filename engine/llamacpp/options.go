@@ -27,7 +27,7 @@ type Options struct {
 	// UBatchSize is n_ubatch, the physical micro-batch. Defaults to 512.
 	UBatchSize int
 	// MaxSequences is n_seq_max, the most KV sequences (branches) at once.
-	// Defaults to 128; 2..256.
+	// Defaults to 128; 3..256.
 	MaxSequences int
 	// MaxPending bounds decisions waiting for the decode loop; beyond it
 	// Score returns engine.ErrBusy. Defaults to 1024.
@@ -113,12 +113,16 @@ func (o Options) validate() error {
 		return fmt.Errorf("llamacpp: Options.ContextSize must be >= 64, got %d", o.ContextSize)
 	case o.BatchSize < 1 || o.UBatchSize < 1 || o.UBatchSize > o.BatchSize:
 		return fmt.Errorf("llamacpp: Options.BatchSize (%d) and UBatchSize (%d) must be >= 1 with UBatchSize <= BatchSize", o.BatchSize, o.UBatchSize)
-	case o.MaxSequences < 2 || o.MaxSequences > 256:
-		return fmt.Errorf("llamacpp: Options.MaxSequences must be 2..256, got %d", o.MaxSequences)
+	case o.MaxSequences < 3 || o.MaxSequences > 256:
+		return fmt.Errorf("llamacpp: Options.MaxSequences must be 3..256, got %d", o.MaxSequences)
 	case o.PrefixCacheSlots < 1 || o.PrefixCacheSlots >= o.MaxSequences:
 		return fmt.Errorf("llamacpp: Options.PrefixCacheSlots must be 1..MaxSequences-1, got %d", o.PrefixCacheSlots)
 	case o.PrefixCacheTokens < 0:
 		return fmt.Errorf("llamacpp: Options.PrefixCacheTokens must be >= 0, got %d", o.PrefixCacheTokens)
+	case o.BranchBatchTokens < 1:
+		return fmt.Errorf("llamacpp: Options.BranchBatchTokens must be >= 1, got %d", o.BranchBatchTokens)
+	case o.MaxSequences-o.PrefixCacheSlots < 2:
+		return fmt.Errorf("llamacpp: Options.MaxSequences (%d) must leave at least 2 branch sequences beside PrefixCacheSlots (%d)", o.MaxSequences, o.PrefixCacheSlots)
 	case o.MaxRoundDecisions < 1:
 		return fmt.Errorf("llamacpp: Options.MaxRoundDecisions must be >= 1, got %d", o.MaxRoundDecisions)
 	case o.MaxPending < 1:

@@ -1,0 +1,82 @@
+//go:build llamacpp
+
+package llamacpp
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/verdict-dev/verdict/decision"
+)
+
+func TestRegressionConcurrentRandomized(t *testing.T) {
+	base := []string{"abc", "abc\n\nmore text here", "abc\n\nmore text here and even more", "zzz other", "abc\n\nmore", "q"}
+	cfgs := []Options{
+		{PrefixCacheSlots: 2, PrefixCacheTokens: 150, BranchBatchTokens: 64, MaxSequences: 8},
+		{PrefixCacheSlots: 3, PrefixCacheTokens: 0, BranchBatchTokens: 200, MaxSequences: 16},
+		{PrefixCacheSlots: 1, BranchBatchTokens: 37, MaxSequences: 4},
+		{},
+	}
+	for ci, o := range cfgs {
+		e := newEngine(t, o)
+		var mu sync.Mutex
+		type pair struct {
+			d decision.Decision
+			r decision.Result
+		}
+		var got []pair
+		var wg sync.WaitGroup
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewSource(int64(ci*100 + g)))
+				for k := 0; k < 6; k++ {
+					var ds []decision.Decision
+					n := 1 + rng.Intn(5)
+					for i := 0; i < n; i++ {
+						s := base[rng.Intn(len(base))]
+						d := routing(fmt.Sprint(ci, "-", g, "-", k, "-", i), s)
+						d.Question = fmt.Sprintf("Q%d %s?", rng.Intn(3), strings.Repeat("why ", rng.Intn(3)))
+						if rng.Intn(5) == 0 {
+							d = withOptions(d, 27)
+							d.Question = "Pick"
+						}
+						ds = append(ds, d)
+					}
+					rs, err := e.Score(context.Background(), ds)
+					if err != nil {
+						panic(err)
+					}
+					mu.Lock()
+					for i := range ds {
+						got = append(got, pair{ds[i], rs[i]})
+					}
+					mu.Unlock()
+					time.Sleep(time.Duration(rng.Intn(3)) * time.Millisecond)
+				}
+			}()
+		}
+		wg.Wait()
+		worst := 0.0
+		for _, p := range got {
+			require.Equal(t, p.d.ID, p.r.ID)
+			if p.r.Error != nil {
+				t.Logf("cfg %d %s: %s", ci, p.d.ID, p.r.Error.Message)
+				continue
+			}
+			d := maxAbsDiff(reference(t, e, p.d), p.r.OptionLogits)
+			if d > worst {
+				worst = d
+			}
+			require.Less(t, d, 2e-3, "cfg %d %s", ci, p.d.ID)
+		}
+		t.Logf("cfg %d: %d results, worst %.3g", ci, len(got), worst)
+	}
+}

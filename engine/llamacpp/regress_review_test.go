@@ -1,0 +1,113 @@
+//go:build llamacpp
+
+package llamacpp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/engine"
+)
+
+// Score after Close answers ErrClosed at once (the window where a caller
+// passed the closed check and enqueued after the loop had drained is
+// closed by Engine.life; TestRegressionCloseUnderLoad races it for real).
+func TestRegressionScoreRacingCloseHangs(t *testing.T) {
+	e, err := New(Options{ModelPath: tinyPath})
+	require.NoError(t, err)
+	require.NoError(t, e.Close())
+	hung := 0
+	for i := 0; i < 20; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		_, err := e.Score(ctx, []decision.Decision{routing("x", "s")})
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			hung++
+		} else {
+			require.ErrorIs(t, err, engine.ErrClosed)
+		}
+	}
+	require.Zero(t, hung, "Score calls that would wait forever without a deadline")
+}
+
+func TestRegressionNegativeBranchBatchSpins(t *testing.T) {
+	_, err := New(Options{ModelPath: tinyPath, BranchBatchTokens: -1})
+	require.ErrorContains(t, err, "BranchBatchTokens")
+	_, err = New(Options{ModelPath: tinyPath, MaxSequences: 2})
+	require.ErrorContains(t, err, "MaxSequences")
+}
+
+func TestRegressionBranchBatchAboveNBatch(t *testing.T) {
+	e := newEngine(t, Options{ContextSize: 256, FlashAttention: "on"})
+	t.Logf("branch %d n_batch %d n_ctx %d", e.opts.BranchBatchTokens, e.lctx.NBatch(), e.lctx.NCtx())
+	var ds []decision.Decision
+	for i := 0; i < 12; i++ {
+		d := routing(fmt.Sprint("q", i), "S.")
+		d.Question = fmt.Sprint("Q", i, "?")
+		d.Options = []decision.Option{{ID: "a"}, {ID: "b"}}
+		ds = append(ds, d)
+	}
+	p, s, err := e.PromptTokens(ds[0])
+	require.NoError(t, err)
+	t.Logf("head %d tail %d", p, s)
+	rs, err := e.Score(context.Background(), ds)
+	require.NoError(t, err)
+	for _, r := range rs {
+		require.Nil(t, r.Error)
+	}
+	st := e.Stats()
+	require.Equal(t, int64(1), st.PrefixHits+st.PrefixMisses, "one group, one acquire; more means the sub-round failed and was retried")
+}
+
+func TestRegressionMultiTokenLabelsSmallSeqMax(t *testing.T) {
+	e := newEngine(t, Options{MaxSequences: 3}) // one cache slot, two branch sequences
+	d := withOptions(routing("m", "State."), 30)
+	rs, err := e.Score(context.Background(), []decision.Decision{d})
+	require.NoError(t, err)
+	require.Nil(t, rs[0].Error, "%+v", rs[0].Error)
+}
+
+func TestRegressionMultiTokenStarvation(t *testing.T) {
+	e := newEngine(t, Options{MaxSequences: 6, BranchBatchTokens: 1024}) // 3 cache slots, 3 branch seqs
+	var ds []decision.Decision
+	for i := 0; i < 4; i++ {
+		d := withOptions(routing(fmt.Sprint("m", i), "State."), 27)
+		d.Options = d.Options[:27]
+		for j := range d.Options {
+			d.Options[j].Description = ""
+		}
+		ds = append(ds, d)
+	}
+	p, s, _ := e.PromptTokens(ds[0])
+	t.Logf("head %d tail %d branch %d", p, s, e.opts.BranchBatchTokens)
+	rs, err := e.Score(context.Background(), ds)
+	require.NoError(t, err)
+	for _, r := range rs {
+		require.Nil(t, r.Error)
+	}
+	st := e.Stats()
+	require.Equal(t, int64(1), st.PrefixHits+st.PrefixMisses, "retried after a failed sub-round")
+}
+
+// When every slot is taken, cacheSlot may evict the very entry acquire
+// chose to copy from; the copy then fails (src == dst) and the whole head
+// is re-evaluated.
+func TestRegressionEvictsTheBestMatch(t *testing.T) {
+	e := newEngine(t, Options{PrefixCacheSlots: 2, PrefixCacheTokens: 10000})
+	mk := func(text string) decision.Decision {
+		d := routing("j", "x")
+		d.State = decision.State{JSON: json.RawMessage(text)}
+		return d
+	}
+	score1(t, e, mk(`{"customer":"acme","plan":"pro","text":"reset my password"}`))
+	score1(t, e, routing("other", "Unrelated."))
+	r := score1(t, e, mk(`{"customer":"acme","plan":"pro","text":"refund my invoice"}`))
+	t.Logf("input %d prefix %d evaluated %d", r.Tokens.Input, r.Tokens.StatePrefix, r.Tokens.Evaluated)
+	require.Less(t, r.Tokens.Evaluated, r.Tokens.Input-10, "common JSON prefix not reused")
+}

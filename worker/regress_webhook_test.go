@@ -1,0 +1,83 @@
+package worker_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/queue"
+	"github.com/verdict-dev/verdict/router"
+	"github.com/verdict-dev/verdict/sink"
+	"github.com/verdict-dev/verdict/worker"
+)
+
+func replyEnvelope(reqID, replyURL string, ds ...decision.Decision) queue.Outgoing {
+	env := queue.Envelope{RequestID: reqID, Tenant: "t1", SubmittedAt: time.Unix(1700000000, 0).UTC(),
+		Route: decision.RouteCPU, GroupKey: router.GroupKey(ds[0].State), Format: queue.FormatSemIf, Decisions: ds,
+		Reply: []queue.ReplyTarget{{Kind: "webhook", URL: replyURL}}}
+	b, err := env.Marshal()
+	if err != nil {
+		panic(err)
+	}
+	return queue.Outgoing{Body: b}
+}
+
+type counter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *counter) handler(status int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.mu.Lock()
+		c.n++
+		c.mu.Unlock()
+		w.WriteHeader(status)
+	})
+}
+func (c *counter) get() int { c.mu.Lock(); defer c.mu.Unlock(); return c.n }
+
+// The operator's --webhook-url answers 503 (transient); the request's own
+// reply URL answers 400 (permanent). The message must be kept for another
+// try (it was deleted when one permanent failure made the joined error
+// permanent).
+func TestRegressionTransientWebhookMaskedByPermanentReply(t *testing.T) {
+	var op, reply counter
+	opSrv := httptest.NewServer(op.handler(http.StatusServiceUnavailable))
+	defer opSrv.Close()
+	replySrv := httptest.NewServer(reply.handler(http.StatusBadRequest))
+	defer replySrv.Close()
+	wh, err := sink.NewWebhook(sink.WebhookConfig{URL: opSrv.URL, Secret: []byte("s"), AllowPrivate: true, Attempts: 1})
+	require.NoError(t, err)
+	b := setup(t, "local", bundleOpts{})
+	b.send(t, replyEnvelope("r1", replySrv.URL, mkDecision("a", "st", "q?")))
+	// wired as cmd/verdict does with --webhook-url: in Sinks and as Webhook
+	start(t, worker.Config{Queue: b.q, Scorer: &fakeScorer{}, Sinks: []sink.Sink{b.sink, wh}, Webhook: wh, RetryBase: time.Minute})
+	eventually(t, 10*time.Second, func() bool { return op.get() > 0 }, "operator webhook never called")
+	time.Sleep(1 * time.Second)
+	require.NotZero(t, b.depth(t), "message deleted although the operator webhook (503) never accepted its record; op posts=%d reply posts=%d", op.get(), reply.get())
+}
+
+// With --webhook-url set, the Webhook is both a sink and Config.Webhook, so
+// every record with a reply URL is POSTed twice to each target per
+// processing.
+func TestRegressionWebhookPostsTwice(t *testing.T) {
+	var op, reply counter
+	opSrv := httptest.NewServer(op.handler(http.StatusOK))
+	defer opSrv.Close()
+	replySrv := httptest.NewServer(reply.handler(http.StatusOK))
+	defer replySrv.Close()
+	wh, err := sink.NewWebhook(sink.WebhookConfig{URL: opSrv.URL, Secret: []byte("s"), AllowPrivate: true, Attempts: 1})
+	require.NoError(t, err)
+	b := setup(t, "local", bundleOpts{})
+	b.send(t, replyEnvelope("r1", replySrv.URL, mkDecision("a", "st", "q?")))
+	start(t, worker.Config{Queue: b.q, Scorer: &fakeScorer{}, Sinks: []sink.Sink{b.sink, wh}, Webhook: wh})
+	eventually(t, 10*time.Second, func() bool { return b.depth(t) == 0 }, "not deleted")
+	require.Equal(t, 1, op.get(), "operator webhook posts for one record")
+	require.Equal(t, 1, reply.get(), "reply webhook posts for one record")
+}
