@@ -229,6 +229,7 @@ func runUp(ctx context.Context, args []string) error {
 
 	wctx, stopWorker := context.WithCancel(context.Background())
 	defer stopWorker()
+	defer releaseOnSecondSignal(w)()
 	workerDone := make(chan error, 1)
 	go func() { workerDone <- w.Run(wctx) }()
 	serveErr := make(chan error, 1)

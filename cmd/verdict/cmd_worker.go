@@ -366,11 +366,18 @@ func runWorker(ctx context.Context, args []string) error {
 		slog.Info("metrics", "addr", ln.Addr().String())
 	}
 
-	// The first SIGTERM/SIGINT cancels ctx: Run stops gracefully within
-	// --shutdown-timeout. A second one releases what is left at once.
+	defer releaseOnSecondSignal(w)()
+	return w.Run(ctx)
+}
+
+// releaseOnSecondSignal watches SIGTERM/SIGINT while a worker runs. The
+// first signal cancels the command's context (main does that), and Run
+// stops gracefully within --shutdown-timeout; a second one releases what
+// is left at once. It returns the function that stops watching.
+func releaseOnSecondSignal(w *worker.Worker) func() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	done := make(chan struct{})
 	go func() {
 		n := 0
 		for {
@@ -385,10 +392,15 @@ func runWorker(ctx context.Context, args []string) error {
 				}
 			case <-w.Closed():
 				return
+			case <-done:
+				return
 			}
 		}
 	}()
-	return w.Run(ctx)
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+	}
 }
 
 // openWorkerEngine opens the engine --engine names: the local llama.cpp
