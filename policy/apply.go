@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 
 	"github.com/verdict-dev/verdict/decision"
 )
@@ -53,8 +54,4 @@ func (p *Policy) Apply(ctx context.Context, c Caller, ds []decision.Decision, sc
 	return out, err
 }
 
-type shortResults struct{}
-
-func (shortResults) Error() string { return "policy: scorer returned a different number of results" }
-
-var errShortResults error = shortResults{}
+var errShortResults = errors.New("policy: scorer returned a different number of results")

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 )
 
@@ -43,8 +44,4 @@ func (h *Holder) Handler() http.Handler {
 	})
 }
 
-type methodErr struct{}
-
-func (methodErr) Error() string { return "policy: use GET to read or POST to reload" }
-
-var errMethod error = methodErr{}
+var errMethod = errors.New("policy: use GET to read or POST to reload")

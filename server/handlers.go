@@ -21,6 +21,15 @@ const (
 // a SemIf body (bare, wrapped or batch) or a System One body, answered in
 // the same format.
 func (s *Server) handleInvocations(w http.ResponseWriter, r *http.Request, rs *reqState) {
+	s.admitBody(w, r, rs, func(ctx context.Context, st *readyState, body []byte) {
+		s.serveInvocations(ctx, w, rs, st, body)
+	})
+}
+
+// admitBody is the start every scoring route shares: the per-request
+// timeout, admission (released when serve returns) and the body read
+// within its limit; serve runs only when all three succeeded.
+func (s *Server) admitBody(w http.ResponseWriter, r *http.Request, rs *reqState, serve func(ctx context.Context, st *readyState, body []byte)) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
 	st, leave, ok := s.admit(w, rs)
@@ -36,6 +45,10 @@ func (s *Server) handleInvocations(w http.ResponseWriter, r *http.Request, rs *r
 	if s.cfg.LogState {
 		rs.body = body
 	}
+	serve(ctx, st, body)
+}
+
+func (s *Server) serveInvocations(ctx context.Context, w http.ResponseWriter, rs *reqState, st *readyState, body []byte) {
 	if decision.LooksLikeSystemOne(body) {
 		s.serveSystemOne(ctx, w, rs, st, body)
 		return
@@ -73,22 +86,9 @@ func (s *Server) handleInvocations(w http.ResponseWriter, r *http.Request, rs *r
 
 // handleSystemOne serves /v1/systemone: System One bodies only.
 func (s *Server) handleSystemOne(w http.ResponseWriter, r *http.Request, rs *reqState) {
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-	defer cancel()
-	st, leave, ok := s.admit(w, rs)
-	if !ok {
-		return
-	}
-	defer leave()
-	body, e := s.readBody(w, r)
-	if e != nil {
-		s.writeError(w, rs, e)
-		return
-	}
-	if s.cfg.LogState {
-		rs.body = body
-	}
-	s.serveSystemOne(ctx, w, rs, st, body)
+	s.admitBody(w, r, rs, func(ctx context.Context, st *readyState, body []byte) {
+		s.serveSystemOne(ctx, w, rs, st, body)
+	})
 }
 
 func (s *Server) serveSystemOne(ctx context.Context, w http.ResponseWriter, rs *reqState, st *readyState, body []byte) {
