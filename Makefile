@@ -5,17 +5,42 @@ GO         ?= go
 # x86-64-v3 (AVX2/FMA/F16C) for portable images. Never build without it:
 # the engine is ~33x slower without SIMD.
 CPU_TARGET ?= native
-TAGS       ?= llamacpp
 BIN        ?= bin
 DATA       ?= .verdict
+# LLAMA picks the llama.cpp that bin/verdict links:
+#   module   — the llama.cpp that the Go module github.com/ollama/ollama
+#              v0.17.4 vendors, compiled by cgo (the default)
+#   upstream — the release pinned in scripts/llama.cpp/pin, built with
+#              CMake into $(LLAMA_DIR) (knows qwen35 and newer)
+LLAMA      ?= module
+# Where the pinned upstream source and its builds live (shared by every
+# checkout that points here; .ci/run uses a cache outside the clone).
+LLAMA_DIR  ?= $(DATA)/llama.cpp
 # Packages with concurrency, also tested under the race detector.
 RACE_PKGS  ?= ./engine/... ./worker/... ./queue/... ./sink/... ./router/... ./server/... ./lambda/...
 
-OLLAMA_DIR := $(shell $(GO) mod download github.com/ollama/ollama >/dev/null 2>&1; $(GO) list -m -f '{{.Dir}}' github.com/ollama/ollama 2>/dev/null)
+LLAMA_TREE   := $(shell sed -n 's/^tree=//p' scripts/llama.cpp/pin | cut -c1-12)
+LLAMA_PREFIX ?= $(abspath $(LLAMA_DIR))/$(LLAMA_TREE)-$(CPU_TARGET)
+LLAMA_LIBS   ?= -lllama -lggml -lggml-cpu -lggml-base
+# Tests with real tokenizers read llama.cpp's vocab-only GGUFs from here.
+export VERDICT_LLAMA_SRC := $(abspath $(LLAMA_DIR))/src
+
 export CGO_ENABLED  := 1
-export CGO_CPPFLAGS := -I$(OLLAMA_DIR)/llama/llama.cpp/include -I$(OLLAMA_DIR)/ml/backend/ggml/ggml/include
 export CGO_CFLAGS   := -O3 -march=$(CPU_TARGET)
 export CGO_CXXFLAGS := -O3 -march=$(CPU_TARGET)
+ifeq ($(LLAMA),module)
+TAGS       ?= llamacpp
+OLLAMA_DIR := $(shell $(GO) mod download github.com/ollama/ollama >/dev/null 2>&1; $(GO) list -m -f '{{.Dir}}' github.com/ollama/ollama 2>/dev/null)
+export CGO_CPPFLAGS := -I$(OLLAMA_DIR)/llama/llama.cpp/include -I$(OLLAMA_DIR)/ml/backend/ggml/ggml/include
+LLAMA_DEP  := llama-src
+else ifeq ($(LLAMA),upstream)
+TAGS       ?= llamacpp,upstream
+export CGO_CPPFLAGS := -I$(LLAMA_PREFIX)/include
+export CGO_LDFLAGS  := -L$(LLAMA_PREFIX)/lib $(LLAMA_LIBS) -lstdc++ -lm -fopenmp -lpthread
+LLAMA_DEP  := llama-lib
+else
+$(error LLAMA=$(LLAMA): want module or upstream)
+endif
 
 .DEFAULT_GOAL := help
 
@@ -24,19 +49,36 @@ export CGO_CXXFLAGS := -O3 -march=$(CPU_TARGET)
 help:
 	@grep -E '^## ' $(MAKEFILE_LIST) | sed -e 's/^## /  /' | column -t -s ':'
 
-## build: build bin/verdict with embedded llama.cpp (CPU_TARGET=native)
+## build: build bin/verdict with embedded llama.cpp (LLAMA=module|upstream, CPU_TARGET=native)
 .PHONY: build
-build:
+build: $(if $(filter upstream,$(LLAMA)),llama-lib)
 	$(GO) build -tags $(TAGS) -o $(BIN)/verdict ./cmd/verdict
+
+## llama-src: fetch the pinned upstream llama.cpp source (verified by tree hash) into LLAMA_DIR
+.PHONY: llama-src
+llama-src:
+	@LLAMA_DIR=$(LLAMA_DIR) scripts/llama.cpp/source.sh >/dev/null
+
+## llama-lib: build the pinned upstream libllama + ggml with CMake (CPU_TARGET) into LLAMA_DIR
+.PHONY: llama-lib
+llama-lib:
+	@LLAMA_DIR=$(LLAMA_DIR) LLAMA_PREFIX=$(LLAMA_PREFIX) CPU_TARGET=$(CPU_TARGET) scripts/llama.cpp/build.sh >/dev/null
 
 ## run: the main job — build, synthesize a model if none is given, score examples/
 .PHONY: run
 run: build
 	./scripts/run-examples.sh
 
-## test: every test with real llama.cpp, then the race detector on concurrent packages
+## test: every test on both llama.cpp routes (module, then upstream), with the race detector
 .PHONY: test
 test:
+	$(MAKE) --no-print-directory test/route LLAMA=module
+	$(MAKE) --no-print-directory test/route LLAMA=upstream
+
+## test/route: every test with the llama.cpp of LLAMA, then -race on the concurrent packages
+.PHONY: test/route
+test/route: $(LLAMA_DEP)
+	@echo "== tests, LLAMA=$(LLAMA) (tags $(TAGS))"
 	$(GO) vet -tags $(TAGS) ./...
 	$(GO) test -tags $(TAGS) -count=1 -timeout 30m ./...
 	$(GO) test -race -tags $(TAGS) -count=1 -timeout 30m $(RACE_PKGS)

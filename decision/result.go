@@ -78,6 +78,17 @@ type ModelIdentity struct {
 	Architecture string `json:"architecture,omitempty"`
 	Quantization string `json:"quantization,omitempty"`
 	ChatTemplate string `json:"chat_template,omitempty"`
+	// Route is how the engine links llama.cpp: "module" (the llama.cpp
+	// the ollama Go module vendors) or "upstream" (the pinned release).
+	Route string `json:"route,omitempty"`
+	// LlamaCpp is the linked llama.cpp's version.
+	LlamaCpp string `json:"llama_cpp,omitempty"`
+	// Backend is the ggml device the model's layers run on: "CPU", or a
+	// GPU such as "CUDA0" when layers were offloaded to it.
+	Backend string `json:"backend,omitempty"`
+	// Memory is "kv" for attention-only models, "hybrid" (attention plus
+	// recurrent layers, e.g. qwen35) or "recurrent".
+	Memory string `json:"memory,omitempty"`
 }
 
 // Error describes why a decision has no scores.

@@ -73,16 +73,55 @@ type SynthOptions struct {
 	Shape string
 	// Seed makes the weights; the same seed gives the same bytes.
 	Seed uint64
-	// Chat is "", "chatml" or "llama3": the chat template to embed.
+	// Chat is "", "chatml" or "llama3": the chat template to embed. With
+	// Vocab it is allowed only when the vocabulary has no template of its
+	// own, and its markers must be tokens of that vocabulary.
 	Chat string
+	// Arch is the architecture: "llama" (the default) or "qwen35".
+	Arch string
+	// Vocab, when set, is a GGUF file (e.g. llama.cpp's
+	// models/ggml-vocab-qwen35.gguf) whose tokenizer the model carries
+	// instead of verdict's own: every tokenizer.* key, chat template
+	// included. Its size sets the embedding and output sizes.
+	Vocab string
 }
 
-// Synth writes a deterministic llama-architecture GGUF to path. The file is
-// written beside path and renamed into place, so a reader never sees half a
-// model.
+// Architectures a synthetic model can have.
+const (
+	ArchLlama  = "llama"
+	ArchQwen35 = "qwen35"
+)
+
+// ArchNames lists the architectures Synth writes.
+func ArchNames() []string { return []string{ArchLlama, ArchQwen35} }
+
+// ShapeNamesFor lists the shapes of an architecture, sorted (nil for an
+// unknown one).
+func ShapeNamesFor(arch string) []string {
+	switch arch {
+	case "", ArchLlama:
+		return ShapeNames()
+	case ArchQwen35:
+		return qwen35ShapeNames()
+	}
+	return nil
+}
+
+// Synth writes a deterministic GGUF to path: the llama architecture by
+// default, or Qwen3.5's hybrid one (o.Arch "qwen35", see Qwen35Shapes),
+// with verdict's own vocabulary or a real one (o.Vocab). The same options
+// give the same bytes. The file is written beside path and renamed into
+// place, so a reader never sees half a model.
 func Synth(path string, o SynthOptions) error {
 	if o.Shape == "" {
 		o.Shape = "tiny"
+	}
+	switch o.Arch {
+	case "", ArchLlama:
+	case ArchQwen35:
+		return synthQwen35(path, o)
+	default:
+		return fmt.Errorf("model: unknown architecture %q (known: %s)", o.Arch, strings.Join(ArchNames(), ", "))
 	}
 	sh, ok := Shapes[o.Shape]
 	if !ok {
@@ -91,13 +130,27 @@ func Synth(path string, o SynthOptions) error {
 	if _, ok := chatTemplates[o.Chat]; !ok && o.Chat != ChatNone {
 		return fmt.Errorf("model: unknown chat template %q (known: chatml, llama3, or empty)", o.Chat)
 	}
+	var vocab *Vocab
+	if o.Vocab != "" {
+		var err error
+		if vocab, err = loadVocabFor(o); err != nil {
+			return err
+		}
+	}
 	tokens, scores, types := buildVocab(sh.Vocab, chatSpecials[o.Chat])
+	nVocab := len(tokens)
+	if vocab != nil {
+		nVocab = vocab.Tokens
+	}
 	headDim := sh.Embd / sh.Heads
 	fileType := uint32(0)
 	if sh.F16 {
 		fileType = 1
 	}
 	name := "verdict-synth-" + sh.Name
+	if vocab != nil {
+		name += "-vocab-" + vocab.Label
+	}
 	if o.Chat != "" {
 		name += "-" + o.Chat
 	}
@@ -115,7 +168,7 @@ func Synth(path string, o SynthOptions) error {
 		"llama.attention.layer_norm_rms_epsilon": float32(1e-5),
 		"llama.rope.dimension_count":             uint32(headDim),
 		"llama.rope.freq_base":                   float32(10000),
-		"llama.vocab_size":                       uint32(len(tokens)),
+		"llama.vocab_size":                       uint32(nVocab),
 		"tokenizer.ggml.model":                   "llama",
 		"tokenizer.ggml.tokens":                  tokens,
 		"tokenizer.ggml.scores":                  scores,
@@ -126,25 +179,19 @@ func Synth(path string, o SynthOptions) error {
 		"tokenizer.ggml.add_bos_token":           true,
 		"tokenizer.ggml.add_eos_token":           false,
 	}
+	if vocab != nil {
+		vocab.apply(kv)
+		kv["general.description"] = vocabDescription(vocab)
+	}
 	if o.Chat != "" {
 		kv["tokenizer.chat_template"] = chatTemplates[o.Chat]
 	}
 
-	E, V, F, KVd := uint64(sh.Embd), uint64(len(tokens)), uint64(sh.FF), uint64(headDim*sh.KVHeads)
-	var ts []*ggml.Tensor
+	E, V, F, KVd := uint64(sh.Embd), uint64(nVocab), uint64(sh.FF), uint64(headDim*sh.KVHeads)
+	var ts tensorList
 	add := func(name string, shape []uint64, std float32, f16 bool) {
-		kind := uint32(0)
-		if f16 {
-			kind = 1
-		}
-		n := uint64(1)
-		for _, d := range shape {
-			n *= d
-		}
-		ts = append(ts, &ggml.Tensor{Name: name, Kind: kind, Shape: shape,
-			WriterTo: &randomTensor{n: n, f16: f16, std: std, seed: o.Seed, name: name}})
+		ts.add(o.Seed, name, shape, std, f16)
 	}
-	inv := func(fan uint64) float32 { return float32(1 / math.Sqrt(float64(fan))) }
 	add("token_embd.weight", []uint64{E, V}, 1, sh.F16)
 	add("output_norm.weight", []uint64{E}, 0, false)
 	add("output.weight", []uint64{E, V}, inv(E), sh.F16)
@@ -161,6 +208,38 @@ func Synth(path string, o SynthOptions) error {
 		add(b+"ffn_down.weight", []uint64{F, E}, inv(F), sh.F16)
 	}
 
+	return writeGGUFFile(path, kv, ts)
+}
+
+// tensorList collects the tensors of a synthetic model.
+type tensorList []*ggml.Tensor
+
+// add appends a tensor of deterministic values with standard deviation
+// std (0: all ones), F16 or F32.
+func (ts *tensorList) add(seed uint64, name string, shape []uint64, std float32, f16 bool) {
+	ts.addFill(name, shape, f16, &randomTensor{f16: f16, std: std, seed: seed, name: name})
+}
+
+// addFill appends a tensor written by r, whose element count it sets.
+func (ts *tensorList) addFill(name string, shape []uint64, f16 bool, r *randomTensor) {
+	kind := uint32(0)
+	if f16 {
+		kind = 1
+	}
+	n := uint64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	r.n = n
+	*ts = append(*ts, &ggml.Tensor{Name: name, Kind: kind, Shape: shape, WriterTo: r})
+}
+
+// inv is 1/√fan, the scale that keeps a projection's outputs near unit size.
+func inv(fan uint64) float32 { return float32(1 / math.Sqrt(float64(fan))) }
+
+// writeGGUFFile writes a GGUF beside path and renames it into place, so a
+// reader never sees half a model.
+func writeGGUFFile(path string, kv ggml.KV, ts []*ggml.Tensor) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, ".synth-*.gguf")
 	if err != nil {
@@ -193,6 +272,8 @@ type randomTensor struct {
 	std  float32
 	seed uint64
 	name string
+	// lo < hi draws U(lo, hi) instead (e.g. negative decay rates).
+	lo, hi float32
 }
 
 func (t *randomTensor) WriteTo(w io.Writer) (int64, error) {
@@ -214,7 +295,12 @@ func (t *randomTensor) WriteTo(w io.Writer) (int64, error) {
 		}
 		for i := uint64(0); i < k; i++ {
 			v := float32(1)
-			if t.std != 0 {
+			switch {
+			case t.lo < t.hi:
+				// The conversion rounds the product, so no platform fuses
+				// it into a multiply-add and the bytes stay the same.
+				v = t.lo + float32(rng.Float32()*(t.hi-t.lo))
+			case t.std != 0:
 				v = (rng.Float32()*2 - 1) * a
 			}
 			if t.f16 {

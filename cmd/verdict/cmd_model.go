@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/verdict-dev/verdict/model"
@@ -15,7 +16,8 @@ func init() {
 }
 
 const modelUsage = `Usage:
-  verdict model synth [--shape tiny|medium|small] [--seed N] [--chat chatml|llama3] -o FILE
+  verdict model synth [--arch llama|qwen35] [--shape tiny|medium|small] [--seed N]
+                      [--vocab FILE.gguf|NAME] [--chat chatml|llama3] -o FILE
   verdict model inspect [--json] [--no-hash] FILE
   verdict model pin FILE      write FILE.sha256, which loading then enforces
 `
@@ -42,9 +44,11 @@ func runModel(ctx context.Context, args []string) error {
 
 func runModelSynth(args []string) error {
 	fs := newFlagSet("model synth", "model synth [flags] -o FILE")
-	shape := fs.String("shape", "tiny", "model shape: "+strings.Join(model.ShapeNames(), ", "))
+	arch := fs.String("arch", model.ArchLlama, "architecture: "+strings.Join(model.ArchNames(), ", "))
+	shape := fs.String("shape", "tiny", "model shape: llama "+strings.Join(model.ShapeNamesFor(model.ArchLlama), ", ")+"; qwen35 "+strings.Join(model.ShapeNamesFor(model.ArchQwen35), ", "))
 	seed := fs.Uint64("seed", 1, "random seed; the same seed writes the same bytes")
-	chat := fs.String("chat", "", "embed a chat template: chatml or llama3 (default none)")
+	chat := fs.String("chat", "", "embed a chat template: chatml or llama3 (default none; with --vocab only when the vocabulary has none)")
+	vocab := fs.String("vocab", "", "carry the tokenizer of this GGUF (e.g. llama.cpp's models/ggml-vocab-qwen35.gguf, or just qwen35 to find it in $VERDICT_LLAMA_SRC or .verdict/llama.cpp/src)")
 	out := fs.String("o", "", "output file (required)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -52,17 +56,29 @@ func runModelSynth(args []string) error {
 	if *out == "" {
 		return fmt.Errorf("flag -o: an output file is required")
 	}
-	if _, ok := model.Shapes[*shape]; !ok {
-		return fmt.Errorf("flag --shape: bad value %q (want %s)", *shape, strings.Join(model.ShapeNames(), ", "))
+	shapes := model.ShapeNamesFor(*arch)
+	if shapes == nil {
+		return fmt.Errorf("flag --arch: bad value %q (want %s)", *arch, strings.Join(model.ArchNames(), ", "))
 	}
-	if err := model.Synth(*out, model.SynthOptions{Shape: *shape, Seed: *seed, Chat: *chat}); err != nil {
+	if !slices.Contains(shapes, *shape) {
+		return fmt.Errorf("flag --shape: bad value %q for --arch %s (want %s)", *shape, *arch, strings.Join(shapes, ", "))
+	}
+	vocabPath := ""
+	if *vocab != "" {
+		p, err := model.ResolveVocab(*vocab)
+		if err != nil {
+			return fmt.Errorf("flag --vocab: %w", err)
+		}
+		vocabPath = p
+	}
+	if err := model.Synth(*out, model.SynthOptions{Arch: *arch, Shape: *shape, Seed: *seed, Chat: *chat, Vocab: vocabPath}); err != nil {
 		return err
 	}
 	info, err := model.Inspect(*out, true)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("wrote %s: %s, %d parameters, %s, vocab %d, sha256 %s\n", *out, info.Name, info.Parameters, info.Quantization, info.VocabSize, info.SHA256)
+	fmt.Printf("wrote %s: %s (%s), %d parameters, %s, vocab %d, sha256 %s\n", *out, info.Name, info.Architecture, info.Parameters, info.Quantization, info.VocabSize, info.SHA256)
 	return nil
 }
 

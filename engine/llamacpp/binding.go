@@ -5,21 +5,16 @@ package llamacpp
 /*
 #cgo CXXFLAGS: -std=c++17
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include "llama.h"
 #include "ggml-backend.h"
+#include "shim.h"
 
 extern void verdictLog(int level, char *text, void *user_data);
 
 static void verdict_log_setup(void) {
 	llama_log_set((ggml_log_callback)verdictLog, NULL);
-}
-
-static struct llama_model_params verdict_model_params(int n_gpu_layers, bool use_mmap) {
-	struct llama_model_params p = llama_model_default_params();
-	p.n_gpu_layers = n_gpu_layers;
-	p.use_mmap = use_mmap;
-	return p;
 }
 
 static struct llama_context_params verdict_context_params(uint32_t n_ctx, uint32_t n_batch, uint32_t n_ubatch,
@@ -36,6 +31,28 @@ static struct llama_context_params verdict_context_params(uint32_t n_ctx, uint32
 	p.flash_attn_type = (enum llama_flash_attn_type)flash_attn;
 	p.no_perf = true;
 	return p;
+}
+
+// verdict_devices writes up to max "name\tdescription\ttype" lines of the
+// ggml devices registered in this process into buf.
+static void verdict_devices(char *buf, size_t n) {
+	size_t off = 0;
+	buf[0] = 0;
+	for (size_t i = 0; i < ggml_backend_dev_count() && off + 1 < n; i++) {
+		ggml_backend_dev_t d = ggml_backend_dev_get(i);
+		const char *kind = "other";
+		switch (ggml_backend_dev_type(d)) {
+		case GGML_BACKEND_DEVICE_TYPE_CPU: kind = "cpu"; break;
+		case GGML_BACKEND_DEVICE_TYPE_GPU: kind = "gpu"; break;
+		case GGML_BACKEND_DEVICE_TYPE_ACCEL: kind = "accel"; break;
+		default: break;
+		}
+		int w = snprintf(buf + off, n - off, "%s\t%s\t%s\n", ggml_backend_dev_name(d), ggml_backend_dev_description(d), kind);
+		if (w < 0) {
+			break;
+		}
+		off += (size_t)w;
+	}
 }
 
 static void verdict_batch_set(struct llama_batch *b, int i, llama_token tok, llama_pos pos, int n_seq, const int32_t *seqs, bool logits) {
@@ -58,8 +75,6 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
-
-	_ "github.com/ollama/ollama/llama/llama.cpp/src" // compiles llama.cpp, ggml and the CPU backend
 )
 
 // Token is a vocabulary id.
@@ -93,6 +108,38 @@ func initBackend() {
 		}
 		C.llama_backend_init()
 	})
+}
+
+// Device is a ggml compute device registered in this process.
+type Device struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Kind        string `json:"kind"` // cpu, gpu, accel or other
+}
+
+// BuildInfo says what llama.cpp this binary links and what it can run on.
+type BuildInfo struct {
+	Route    string   `json:"route"`     // module or upstream
+	LlamaCpp string   `json:"llama_cpp"` // version of the linked llama.cpp
+	Devices  []Device `json:"devices"`
+	// CPUFeatures is llama.cpp's system info line: the SIMD features the
+	// CPU backend was compiled with (AVX2 = 1 | …).
+	CPUFeatures string `json:"cpu_features"`
+}
+
+// Info initialises the backends (loading extra ones from
+// VERDICT_GGML_LIB_PATH) and describes the build.
+func Info() BuildInfo {
+	initBackend()
+	bi := BuildInfo{Route: Route, LlamaCpp: llamaVersion(), CPUFeatures: strings.TrimSpace(C.GoString(C.llama_print_system_info()))}
+	buf := make([]C.char, 16<<10)
+	C.verdict_devices(&buf[0], C.size_t(len(buf)))
+	for _, line := range strings.Split(C.GoString(&buf[0]), "\n") {
+		if f := strings.Split(line, "\t"); len(f) == 3 {
+			bi.Devices = append(bi.Devices, Device{Name: f[0], Description: f[1], Kind: f[2]})
+		}
+	}
+	return bi
 }
 
 var logBuf struct {
@@ -159,6 +206,14 @@ func (m *Model) Free() {
 		m.m, m.vocab = nil, nil
 	}
 }
+
+// IsRecurrent reports whether the model keeps a recurrent state per
+// sequence (Mamba, RWKV, …) instead of a KV cache.
+func (m *Model) IsRecurrent() bool { return bool(C.llama_model_is_recurrent(m.m)) }
+
+// IsHybrid reports whether the model mixes attention layers (KV cache) with
+// recurrent layers (Qwen3.5, Jamba, Granite 4, …).
+func (m *Model) IsHybrid() bool { return bool(C.llama_model_is_hybrid(m.m)) }
 
 // VocabSize is the number of tokens in the vocabulary.
 func (m *Model) VocabSize() int { return m.nVocab }
@@ -426,6 +481,18 @@ func (c *Context) SeqPosMax(seq int) (int, error) {
 		return 0, err
 	}
 	return int(C.llama_memory_seq_pos_max(c.mem, C.llama_seq_id(seq))), nil
+}
+
+// SeqStateSize is the size in bytes of sequence seq's state (its KV cells
+// and, for recurrent models, its recurrent state) as llama.cpp would save it.
+func (c *Context) SeqStateSize(seq int) (int, error) {
+	if c.c == nil {
+		return 0, ErrFreed
+	}
+	if err := c.checkSeq(seq); err != nil {
+		return 0, err
+	}
+	return int(C.llama_state_seq_get_size(c.c, C.llama_seq_id(seq))), nil
 }
 
 // Clear empties the KV memory.

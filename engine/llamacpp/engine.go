@@ -29,6 +29,11 @@ type Engine struct {
 	identity decision.ModelIdentity
 	family   engine.ChatFamily
 	bos      []Token
+	// recurrent: the model keeps a recurrent state per sequence (a hybrid
+	// such as qwen35, or a pure recurrent model). Such a state exists only
+	// at a sequence's last position: a cached prefix can be reused only
+	// whole, never cut shorter.
+	recurrent bool
 
 	jobs    chan *job
 	pending atomic.Int64
@@ -94,6 +99,7 @@ type item struct {
 
 // New loads the model, checks its pin and starts the decode loop.
 func New(opts Options) (*Engine, error) {
+	given := opts
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -102,9 +108,38 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckArchitecture(Route, info.Architecture); err != nil {
+		return nil, err
+	}
+	build := Info()
 	m, err := LoadModel(opts.ModelPath, ModelParams{GPULayers: opts.GPULayers, UseMmap: !opts.NoMmap})
 	if err != nil {
 		return nil, err
+	}
+	recurrent := m.IsRecurrent() || m.IsHybrid()
+	memory := "kv"
+	switch {
+	case m.IsHybrid():
+		memory = "hybrid"
+	case m.IsRecurrent():
+		memory = "recurrent"
+	}
+	var stateBytes int
+	if recurrent {
+		// Every sequence id owns one recurrent state: size n_seq_max from
+		// the measured state of one sequence, unless it was given.
+		if stateBytes, err = measureSeqState(m, opts); err != nil {
+			m.Free()
+			return nil, err
+		}
+		if given.MaxSequences == 0 {
+			given.MaxSequences = sequencesFor(stateBytes, opts.RecurrentMemory)
+			opts = given.withDefaults()
+			if err := opts.validate(); err != nil {
+				m.Free()
+				return nil, err
+			}
+		}
 	}
 	lctx, err := NewContext(m, ContextParams{NCtx: opts.ContextSize, NBatch: opts.BatchSize, NUBatch: opts.UBatchSize,
 		NSeqMax: opts.MaxSequences, Threads: opts.Threads, KVUnified: true, FlashAttention: fa(opts.FlashAttention)})
@@ -119,7 +154,7 @@ func New(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		opts: opts, model: m, lctx: lctx, batch: batch,
+		opts: opts, model: m, lctx: lctx, batch: batch, recurrent: recurrent,
 		jobs: make(chan *job, opts.MaxPending), quit: make(chan struct{}), done: make(chan struct{}),
 	}
 	e.family = engine.DetectChat(m.ChatTemplate())
@@ -138,16 +173,73 @@ func New(opts Options) (*Engine, error) {
 	e.identity = decision.ModelIdentity{
 		File: filepath.Base(opts.ModelPath), SHA256: info.SHA256, Name: name,
 		Architecture: arch, Quantization: info.Quantization, ChatTemplate: string(e.family),
+		Route: build.Route, LlamaCpp: build.LlamaCpp, Backend: backendFor(build.Devices, opts.GPULayers), Memory: memory,
 	}
 	for s := opts.PrefixCacheSlots; s < lctx.NSeqMax(); s++ {
 		e.free = append(e.free, s)
 	}
 	slog.Info("llamacpp: model loaded", "file", e.identity.File, "sha256", info.SHA256, "arch", arch,
-		"quant", info.Quantization, "chat", e.family, "n_ctx", lctx.NCtx(), "n_batch", lctx.NBatch(),
-		"n_seq_max", lctx.NSeqMax(), "threads", opts.Threads, "flash_attn", opts.FlashAttention,
+		"quant", info.Quantization, "chat", e.family, "memory", memory, "route", build.Route, "llama_cpp", build.LlamaCpp,
+		"backend", e.identity.Backend, "devices", deviceNames(build.Devices), "cpu_features", build.CPUFeatures,
+		"n_ctx", lctx.NCtx(), "n_batch", lctx.NBatch(), "n_seq_max", lctx.NSeqMax(), "seq_state_bytes", stateBytes,
+		"threads", opts.Threads, "flash_attn", opts.FlashAttention,
 		"prefix_cache_tokens", opts.PrefixCacheTokens, "branch_batch", opts.BranchBatchTokens)
 	go e.loop()
 	return e, nil
+}
+
+// measureSeqState decodes one token in a throw-away one-sequence context
+// and returns the bytes llama.cpp holds for that sequence: for recurrent
+// layers, the whole per-sequence state (its size does not grow with
+// tokens).
+func measureSeqState(m *Model, opts Options) (int, error) {
+	c, err := NewContext(m, ContextParams{NCtx: 256, NBatch: 64, NUBatch: 64, NSeqMax: 1, Threads: opts.Threads, KVUnified: true, FlashAttention: fa(opts.FlashAttention)})
+	if err != nil {
+		return 0, fmt.Errorf("llamacpp: measure sequence state: %w", err)
+	}
+	defer c.Free()
+	b, err := NewBatch(1, 1)
+	if err != nil {
+		return 0, err
+	}
+	defer b.Free()
+	if err := b.Add(0, 0, []int{0}, true); err != nil {
+		return 0, err
+	}
+	if err := c.Decode(b); err != nil {
+		return 0, fmt.Errorf("llamacpp: measure sequence state: %w", err)
+	}
+	return c.SeqStateSize(0)
+}
+
+// sequencesFor is the n_seq_max whose recurrent states fit budget bytes:
+// at least 8 (a prefix and a few branches), at most 128.
+func sequencesFor(stateBytes int, budget int64) int {
+	if stateBytes <= 0 {
+		return 128
+	}
+	return int(min(max(budget/int64(stateBytes), 8), 128))
+}
+
+// backendFor names the device the layers run on: the first GPU when layers
+// are offloaded and one is present, else the CPU.
+func backendFor(devs []Device, gpuLayers int) string {
+	if gpuLayers != 0 {
+		for _, d := range devs {
+			if d.Kind == "gpu" {
+				return d.Name
+			}
+		}
+	}
+	return "CPU"
+}
+
+func deviceNames(devs []Device) []string {
+	out := make([]string, len(devs))
+	for i, d := range devs {
+		out[i] = d.Name + " (" + d.Description + ")"
+	}
+	return out
 }
 
 // specialsOK reports whether every marker tokenizes to one control token.
@@ -943,6 +1035,11 @@ func (e *Engine) acquire(head []Token, flush func() error) (seq, reuse int, err 
 	bestN := 0
 	for _, c := range e.cache {
 		n := commonPrefix(c.tokens, head)
+		if e.recurrent && n < len(c.tokens) {
+			// A recurrent state exists only at the entry's last token: an
+			// entry is reusable only when all of it is a prefix of head.
+			continue
+		}
 		if n > bestN {
 			best, bestN = c, n
 		}
@@ -961,8 +1058,16 @@ func (e *Engine) acquire(head []Token, flush func() error) (seq, reuse int, err 
 	}
 	if best != nil && bestN > 0 && !best.pinned && !e.cacheHasRoomBesides(best) {
 		// Every other slot is pinned: take best over in place, keeping
-		// the common part (nothing reads it this sub-round).
-		_ = e.lctx.SeqRemove(best.seq, bestN, -1)
+		// the common part (nothing reads it this sub-round). A recurrent
+		// memory refuses to cut a sequence short; then the entry is
+		// emptied and head prefilled whole.
+		if err := e.lctx.SeqRemove(best.seq, bestN, -1); err != nil {
+			slog.Debug("llamacpp: prefix cache: cannot truncate entry; prefilling it whole", "seq", best.seq, "keep", bestN, "err", err)
+			if err := e.lctx.SeqRemove(best.seq, -1, -1); err != nil {
+				return 0, 0, err
+			}
+			bestN = 0
+		}
 		best.tokens = head
 		best.used, best.pinned = e.round, true
 		e.trimCache(best)
@@ -977,6 +1082,7 @@ func (e *Engine) acquire(head []Token, flush func() error) (seq, reuse int, err 
 			}
 		}
 		if err := e.lctx.SeqCopy(best.seq, slot, 0, bestN); err != nil {
+			slog.Warn("llamacpp: prefix cache: copy of a cached prefix failed; prefilling it whole", "from", best.seq, "to", slot, "tokens", bestN, "err", err)
 			bestN = 0
 		}
 	} else {

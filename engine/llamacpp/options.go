@@ -27,8 +27,14 @@ type Options struct {
 	// UBatchSize is n_ubatch, the physical micro-batch. Defaults to 512.
 	UBatchSize int
 	// MaxSequences is n_seq_max, the most KV sequences (branches) at once.
-	// Defaults to 128; 3..256.
+	// Defaults to 128; 3..256. For recurrent and hybrid models (qwen35, …)
+	// every sequence holds a whole recurrent state, so the default is
+	// RecurrentMemory divided by one sequence's measured state (8..128).
 	MaxSequences int
+	// RecurrentMemory is the memory budget in bytes for the recurrent
+	// states of all sequences, used to size MaxSequences for recurrent and
+	// hybrid models when it is not given. Defaults to 1 GiB.
+	RecurrentMemory int64
 	// MaxPending bounds decisions waiting for the decode loop; beyond it
 	// Score returns engine.ErrBusy. Defaults to 1024.
 	MaxPending int
@@ -71,6 +77,9 @@ func (o Options) withDefaults() Options {
 	def(&o.UBatchSize, 512)
 	def(&o.MaxSequences, 128)
 	def(&o.MaxPending, 1024)
+	if o.RecurrentMemory == 0 {
+		o.RecurrentMemory = 1 << 30
+	}
 	def(&o.PrefixCacheSlots, 16)
 	if o.PrefixCacheSlots > o.MaxSequences/2 {
 		o.PrefixCacheSlots = max(1, o.MaxSequences/2)
@@ -125,6 +134,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("llamacpp: Options.MaxSequences (%d) must leave at least 2 branch sequences beside PrefixCacheSlots (%d)", o.MaxSequences, o.PrefixCacheSlots)
 	case o.MaxRoundDecisions < 1:
 		return fmt.Errorf("llamacpp: Options.MaxRoundDecisions must be >= 1, got %d", o.MaxRoundDecisions)
+	case o.RecurrentMemory < 0:
+		return fmt.Errorf("llamacpp: Options.RecurrentMemory must be > 0, got %d", o.RecurrentMemory)
 	case o.MaxPending < 1:
 		return fmt.Errorf("llamacpp: Options.MaxPending must be >= 1, got %d", o.MaxPending)
 	case o.FlashAttention != "" && o.FlashAttention != "auto" && o.FlashAttention != "on" && o.FlashAttention != "off":

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Build the pinned upstream llama.cpp (libllama + ggml, static, CPU
+# backend; CUDA with GPU=cuda) with CMake and install it into a prefix that
+# cgo links against. Prints the prefix.
+#
+#   scripts/llama.cpp/build.sh            # native CPU, into $LLAMA_DIR/<tree>-native
+#   CPU_TARGET=x86-64-v3 scripts/llama.cpp/build.sh
+#   GPU=cuda CUDA_ARCHS="75;86;89;90" scripts/llama.cpp/build.sh
+#
+# CPU_TARGET maps onto ggml's CPU options: native → GGML_NATIVE; x86-64-v2,
+# -v3, -v4 → the matching GGML_SSE42/AVX/AVX2/FMA/F16C/BMI2/AVX512 set;
+# anything else is passed to the compiler as -march. No curl, OpenSSL,
+# tests, tools, examples or server are built. The prefix name carries the
+# tree hash and the configuration, so a changed configuration is a new
+# prefix (cgo's build cache cannot see a rebuilt library at the same path).
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+TREE="$(sed -n 's/^tree=//p' "$here/pin")"
+LLAMA_DIR="${LLAMA_DIR:-${DATA:-.verdict}/llama.cpp}"
+CPU_TARGET="${CPU_TARGET:-native}"
+GPU="${GPU:-}"
+CUDA_ARCHS="${CUDA_ARCHS:-75;86;89;90}"
+JOBS="${JOBS:-$(nproc)}"
+
+src="$("$here/source.sh" "${LLAMA_SRC_DIR:-$LLAMA_DIR/src}")"
+src="$(cd "$src" && pwd)"
+
+flags=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON
+	-DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF
+	-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_APP=OFF
+	-DGGML_CCACHE=OFF -DGGML_OPENMP=ON)
+case "$CPU_TARGET" in
+native) flags+=(-DGGML_NATIVE=ON) ;;
+x86-64-v2) flags+=(-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=OFF -DGGML_AVX2=OFF -DGGML_FMA=OFF -DGGML_F16C=OFF -DGGML_BMI2=OFF) ;;
+x86-64-v3) flags+=(-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON) ;;
+x86-64-v4) flags+=(-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=ON) ;;
+*) flags+=(-DGGML_NATIVE=OFF "-DCMAKE_C_FLAGS=-march=$CPU_TARGET" "-DCMAKE_CXX_FLAGS=-march=$CPU_TARGET") ;;
+esac
+name="${TREE:0:12}-$CPU_TARGET"
+case "$GPU" in
+"") ;;
+cuda)
+	flags+=(-DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHS")
+	name="$name-cuda-${CUDA_ARCHS//;/_}"
+	;;
+*) echo "llama.cpp build: GPU=$GPU is not known (cuda, or empty for CPU only)" >&2; exit 2 ;;
+esac
+
+prefix="${LLAMA_PREFIX:-$LLAMA_DIR/$name}"
+mkdir -p "$prefix"
+prefix="$(cd "$prefix" && pwd)"
+if [ -f "$prefix/.verdict-built" ] && [ "$(cat "$prefix/.verdict-built")" = "${flags[*]}" ]; then
+	echo "$prefix"
+	exit 0
+fi
+build="$prefix.build"
+gen=()
+command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+echo "llama.cpp build: cmake ${flags[*]}" >&2
+start=$(date +%s)
+cmake -S "$src" -B "$build" "${gen[@]}" "${flags[@]}" "-DCMAKE_INSTALL_PREFIX=$prefix" >"$build.log" 2>&1 ||
+	{ tail -40 "$build.log" >&2; exit 1; }
+cmake --build "$build" -j "$JOBS" --target llama >>"$build.log" 2>&1 || { tail -40 "$build.log" >&2; exit 1; }
+cmake --install "$build" >>"$build.log" 2>&1 || { tail -40 "$build.log" >&2; exit 1; }
+# Everything cgo needs to link, in link order, for the Makefile.
+libs=""
+for l in llama ggml ggml-cpu ggml-cuda ggml-base; do
+	[ -f "$prefix/lib/lib$l.a" ] && libs="$libs -l$l"
+done
+echo "$libs" >"$prefix/link-libs"
+# The pin, for the binary to report (route_upstream.go includes it).
+cat >"$prefix/include/verdict-pin.h" <<H
+#define VERDICT_LLAMA_PIN_TAG "$(sed -n 's/^tag=//p' "$here/pin")"
+#define VERDICT_LLAMA_PIN_TREE "$TREE"
+H
+echo "${flags[*]}" >"$prefix/.verdict-built"
+echo "llama.cpp build: done in $(($(date +%s) - start)) s into $prefix" >&2
+echo "$prefix"
