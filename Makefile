@@ -83,6 +83,13 @@ test/route: $(LLAMA_DEP)
 	$(GO) test -tags $(TAGS) -count=1 -timeout 30m ./...
 	$(GO) test -race -tags $(TAGS) -count=1 -timeout 30m $(RACE_PKGS)
 
+## test/pkg: go test PKGS (default ./...) on the route of LLAMA; RUN=regexp picks tests
+PKGS ?= ./...
+RUN  ?= .
+.PHONY: test/pkg
+test/pkg: $(LLAMA_DEP)
+	$(GO) test -tags $(TAGS) -count=1 -timeout 30m -run '$(RUN)' $(PKGS)
+
 ## test/short: unit tests only, no llama.cpp build
 .PHONY: test/short
 test/short:

@@ -23,6 +23,11 @@ const (
 	ChatChatML ChatFamily = "chatml"
 	ChatLlama3 ChatFamily = "llama3"
 	ChatGemma  ChatFamily = "gemma"
+	// ChatGemma4 is Gemma 4's turn format (<|turn>user … <turn|>), with
+	// the empty thought channel its template emits when thinking is off.
+	ChatGemma4 ChatFamily = "gemma4"
+	// ChatPhi3 is Phi-3's <|user|> … <|end|> <|assistant|> format.
+	ChatPhi3 ChatFamily = "phi3"
 )
 
 // DetectChat recognises a chat template by its markers. An empty or
@@ -35,6 +40,10 @@ func DetectChat(tmpl string) ChatFamily {
 		return ChatLlama3
 	case strings.Contains(tmpl, "<start_of_turn>"):
 		return ChatGemma
+	case strings.Contains(tmpl, "<|turn>") && strings.Contains(tmpl, "<turn|>"):
+		return ChatGemma4
+	case strings.Contains(tmpl, "<|user|>") && strings.Contains(tmpl, "<|assistant|>") && strings.Contains(tmpl, "<|end|>"):
+		return ChatPhi3
 	}
 	return ChatPlain
 }
@@ -50,6 +59,10 @@ func ChatSpecials(f ChatFamily) []string {
 		return []string{"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}
 	case ChatGemma:
 		return []string{"<start_of_turn>", "<end_of_turn>"}
+	case ChatGemma4:
+		return []string{"<|turn>", "<turn|>", "<|channel>", "<channel|>"}
+	case ChatPhi3:
+		return []string{"<|user|>", "<|end|>", "<|assistant|>"}
 	}
 	return nil
 }
@@ -151,6 +164,15 @@ func Render(d *decision.Decision, family ChatFamily) Prompt {
 	case ChatGemma:
 		p.Segments = []Segment{special("<start_of_turn>"), plain("user\n" + head.String()),
 			plain(tail.String()), special("<end_of_turn>"), plain("\n"), special("<start_of_turn>"), plain("model\n")}
+		p.BareLabel = true
+	case ChatGemma4:
+		p.Segments = []Segment{special("<|turn>"), plain("user\n" + head.String()),
+			plain(tail.String()), special("<turn|>"), plain("\n"), special("<|turn>"), plain("model\n"),
+			special("<|channel>"), plain("thought\n"), special("<channel|>")}
+		p.BareLabel = true
+	case ChatPhi3:
+		p.Segments = []Segment{special("<|user|>"), plain("\n" + head.String()),
+			plain(tail.String()), special("<|end|>"), plain("\n"), special("<|assistant|>"), plain("\n")}
 		p.BareLabel = true
 	default:
 		p.Version = PromptVersion + "/" + string(ChatPlain)

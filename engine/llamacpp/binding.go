@@ -226,6 +226,12 @@ func (m *Model) IsControl(t Token) bool {
 	return bool(C.llama_vocab_is_control(m.vocab, C.llama_token(t)))
 }
 
+// IsUserDefined reports whether t is a user-defined token. llama.cpp
+// matches these in any text, even when special-token parsing is off.
+func (m *Model) IsUserDefined(t Token) bool {
+	return C.llama_vocab_get_attr(m.vocab, C.llama_token(t))&C.LLAMA_TOKEN_ATTR_USER_DEFINED != 0
+}
+
 // Tokenize converts text to tokens. addSpecial adds BOS (and EOS) when
 // the model asks for them; parseSpecial turns control-token text such as
 // "<|im_start|>" into those tokens.

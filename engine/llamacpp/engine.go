@@ -242,11 +242,13 @@ func deviceNames(devs []Device) []string {
 	return out
 }
 
-// specialsOK reports whether every marker tokenizes to one control token.
+// specialsOK reports whether every marker tokenizes to one control token
+// (or, for markers inside a turn such as Gemma 4's thought channel, one
+// user-defined token).
 func (e *Engine) specialsOK(specials []string) bool {
 	for _, s := range specials {
 		toks, err := e.model.Tokenize(s, false, true)
-		if err != nil || len(toks) != 1 || !e.model.IsControl(toks[0]) {
+		if err != nil || len(toks) != 1 || !(e.model.IsControl(toks[0]) || e.model.IsUserDefined(toks[0])) {
 			return false
 		}
 	}
