@@ -100,6 +100,11 @@ test/short:
 bench: build
 	./$(BIN)/verdict bench $(BENCH_ARGS)
 
+## bench-routes: W0/W1 of both llama.cpp routes side by side, interleaved in rounds (ROUNDS=3)
+.PHONY: bench-routes
+bench-routes:
+	./scripts/bench-routes.sh
+
 ## fuzz: run each fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s
 .PHONY: fuzz

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/verdict-dev/verdict/engine/llamacpp"
 	"github.com/verdict-dev/verdict/model"
 )
 
@@ -96,11 +97,39 @@ func runModelInspect(args []string) error {
 	if err != nil {
 		return err
 	}
+	var loads []string
+	for _, r := range []string{llamacpp.RouteModule, llamacpp.RouteUpstream} {
+		if llamacpp.CheckArchitecture(r, info.Architecture) == nil {
+			loads = append(loads, r)
+		}
+	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(info)
+		return enc.Encode(struct {
+			*model.Info
+			LoadsWith []string `json:"loads_with"`
+			ThisBuild string   `json:"this_build"`
+		}{info, loads, llamacpp.Route})
 	}
+	defer func() {
+		this := llamacpp.Route
+		if this == "" {
+			this = "none (built without llama.cpp)"
+		} else if err := llamacpp.CheckArchitecture(this, info.Architecture); err != nil {
+			this += ": " + err.Error()
+		} else {
+			this += ": loads it"
+		}
+		with := "no verdict build (unknown architecture)"
+		switch len(loads) {
+		case 1:
+			with = "the " + loads[0] + " route"
+		case 2:
+			with = "the " + loads[0] + " and " + loads[1] + " routes"
+		}
+		fmt.Printf("loads with    %s\nthis build    %s\n", with, this)
+	}()
 	tmpl := "no"
 	if info.ChatTemplate {
 		tmpl = "yes"

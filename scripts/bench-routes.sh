@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Compare the two llama.cpp routes side by side: `verdict bench` W0 (prefill)
+# and W1 (shape-777 fan-out) on the llama `small` shape with both routes,
+# and on the qwen35 `small` shape with the upstream route, interleaved in
+# ROUNDS rounds so that a noisy machine hits every configuration alike.
+# Prints the median and min–max of each figure.
+#
+#   scripts/bench-routes.sh                 # ROUNDS=3 QUESTIONS=6 THREADS=2
+#   make bench-routes
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS="${ROUNDS:-3}"
+QUESTIONS="${QUESTIONS:-6}"
+THREADS="${THREADS:-2}"
+DATA="${DATA:-.verdict}"
+out="${OUT:-$DATA/bench-routes}"
+mkdir -p "$out" "$DATA/models"
+
+make --no-print-directory build LLAMA=module BIN=bin/module >/dev/null
+make --no-print-directory build LLAMA=upstream BIN=bin/upstream >/dev/null
+llama="$DATA/models/verdict-synth-small-seed1.gguf"
+qwen="$DATA/models/verdict-synth-qwen35-small-seed1.gguf"
+[ -f "$llama" ] || bin/module/verdict model synth --shape small --seed 1 -o "$llama" >/dev/null
+[ -f "$qwen" ] || bin/upstream/verdict model synth --arch qwen35 --shape small --seed 1 -o "$qwen" >/dev/null
+
+configs=("module llama $llama" "upstream llama $llama" "upstream qwen35 $qwen")
+for r in $(seq 1 "$ROUNDS"); do
+	for c in "${configs[@]}"; do
+		set -- $c
+		echo "round $r: $1 route, $2 small" >&2
+		bin/$1/verdict bench --log-level warn --workloads w0,w1 --states 1 --questions "$QUESTIONS" \
+			--threads "$THREADS" --prefill-threads "$THREADS" --model "$3" --prefill-model "$3" \
+			--out "$out/$1-$2-r$r.json" >/dev/null
+	done
+done
+python3 - "$out" "$ROUNDS" <<'PY'
+import json, sys, statistics, glob, os
+out, rounds = sys.argv[1], int(sys.argv[2])
+rows = {}
+for f in sorted(glob.glob(os.path.join(out, "*-r*.json"))):
+    cfg = os.path.basename(f).rsplit("-r", 1)[0]
+    for r in json.load(open(f))["rows"]:
+        rows.setdefault((cfg, r["workload"], r["mode"]), []).append(r)
+def stat(xs):
+    return "%8.2f [%6.2f–%6.2f]" % (statistics.median(xs), min(xs), max(xs))
+print("%-16s %-14s %-9s %-26s %-26s %s" % ("route/model", "workload", "mode", "prefill tok/s", "decisions/s", "vs fresh (of bound)"))
+for (cfg, w, m), rs in sorted(rows.items()):
+    tok = stat([r["prefill_tokens_per_s"] for r in rs]) if w.startswith("W0") else "-"
+    dps = stat([r["decisions_per_s"] for r in rs])
+    vs = "-" if w.startswith("W0") else "%.2fx (%.0f%%)" % (statistics.median([r["speedup_vs_fresh"] for r in rs]), 100*statistics.median([r["of_bound"] for r in rs]))
+    print("%-16s %-14s %-9s %-26s %-26s %s" % (cfg, w, m, tok, dps, vs))
+print("%d rounds, configurations interleaved; median [min–max]" % rounds)
+PY
