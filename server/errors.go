@@ -255,7 +255,7 @@ func (s *Server) writeError(w http.ResponseWriter, rs *reqState, e *apiError) {
 		body.Detail = &errorDetail{ErrorType: systemOneErrorType(status), Message: e.message, Fields: e.fields}
 	}
 	b, _ := json.Marshal(body) // plain strings
-	if status == 499 { // the client is gone; nothing reads this
+	if status == 499 {         // the client is gone; nothing reads this
 		status = http.StatusBadRequest
 	}
 	writeJSON(w, status, b)
