@@ -41,6 +41,11 @@ test:
 	$(GO) test -tags $(TAGS) -count=1 -timeout 30m ./...
 	$(GO) test -race -tags $(TAGS) -count=1 -timeout 30m $(RACE_PKGS)
 
+## test/sdk: the TypeSafe JS SDK conformance suite alone (npm ci --prefix conformance/js first)
+.PHONY: test/sdk
+test/sdk:
+	$(GO) test -tags $(TAGS) -count=1 -run TestTypeSafeSDKConformance -v ./cmd/verdict
+
 ## test/short: unit tests only, no llama.cpp build
 .PHONY: test/short
 test/short:
