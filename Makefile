@@ -90,6 +90,11 @@ RUN  ?= .
 test/pkg: $(LLAMA_DEP)
 	$(GO) test -tags $(TAGS) -count=1 -timeout 30m -run '$(RUN)' $(PKGS)
 
+## test/sdk: the TypeSafe JS SDK conformance suite alone (npm ci --prefix conformance/js first)
+.PHONY: test/sdk
+test/sdk: $(LLAMA_DEP)
+	$(GO) test -tags $(TAGS) -count=1 -run TestTypeSafeSDKConformance -v ./cmd/verdict
+
 ## test/short: unit tests only, no llama.cpp build
 .PHONY: test/short
 test/short:

@@ -107,6 +107,9 @@ func StructuralLimits() Limits {
 		MaxDecisions: unbounded}.withDefaults()
 }
 
+// WithDefaults returns l with every zero field set to its default.
+func (l Limits) WithDefaults() Limits { return l.withDefaults() }
+
 func (l Limits) withDefaults() Limits {
 	def := func(v *int, d int) {
 		if *v <= 0 {

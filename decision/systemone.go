@@ -34,8 +34,12 @@ type SystemOneQuestion struct {
 	// Type is noul, choice or score.
 	Type string
 	// Instructions is the question text (object or array instructions are
-	// rendered as canonical JSON).
+	// rendered as canonical JSON). Absent or null instructions (the SDK
+	// helpers send null when none is given) become DefaultInstructions.
 	Instructions string
+	// NullLevels marks the score levels whose criterion was null; their
+	// legend entry is written as null, as the request had it.
+	NullLevels []bool
 	// Options are derived from the type and criteria: noul → true, false;
 	// choice → the criteria in order; score → "0".."n-1".
 	Options []Option
@@ -142,6 +146,9 @@ func parseQuestion(key string, raw json.RawMessage, path string, l Limits, errs 
 		case "type":
 			q.Type, _ = stringField(m.Value, p, errs)
 		case "instructions":
+			if kindOf(m.Value) == "null" {
+				break
+			}
 			haveInstr = true
 			q.Instructions = parseInstructions(m.Value, p, l, errs)
 		case "criteria":
@@ -150,9 +157,6 @@ func parseQuestion(key string, raw json.RawMessage, path string, l Limits, errs 
 			}
 		}
 	}
-	if !haveInstr {
-		errs.add(join(path, "instructions"), "is required")
-	}
 	cp := join(path, "criteria")
 	switch q.Type {
 	case TypeNoul:
@@ -160,13 +164,29 @@ func parseQuestion(key string, raw json.RawMessage, path string, l Limits, errs 
 	case TypeChoice:
 		q.Options = choiceOptions(criteria, cp, l, errs)
 	case TypeScore:
-		q.Options = scoreOptions(criteria, cp, l, errs)
+		q.Options, q.NullLevels = scoreOptions(criteria, cp, l, errs)
 	case "":
 		errs.add(join(path, "type"), "is required (noul, choice or score)")
 	default:
 		errs.add(join(path, "type"), "unknown type %q (want noul, choice or score)", q.Type)
 	}
+	if !haveInstr {
+		q.Instructions = DefaultInstructions(q.Type)
+	}
 	return q
+}
+
+// DefaultInstructions is the question text of a question sent without
+// instructions (absent or null), per type.
+func DefaultInstructions(typ string) string {
+	switch typ {
+	case TypeNoul:
+		return "Is the answer yes?"
+	case TypeScore:
+		return "Which level fits best?"
+	default:
+		return "Which option fits best?"
+	}
 }
 
 func parseInstructions(raw json.RawMessage, path string, l Limits, errs *fieldErrs) string {
@@ -263,8 +283,14 @@ func choiceOptions(criteria json.RawMessage, path string, l Limits, errs *fieldE
 	if !ok {
 		return nil
 	}
-	if len(members) < 2 || len(members) > l.MaxOptions {
-		errs.add(path, "has %d options, a choice needs 2 to %d", len(members), l.MaxOptions)
+	switch {
+	case len(members) < 2:
+		errs.add(path, "has %d options; a choice needs at least 2", len(members))
+		return nil
+	case len(members) > l.MaxOptions:
+		// Worded as the hosted service words it, so tools keying on
+		// "options per choice" recognise the capacity error.
+		errs.add(path, "has %d options; at most %d options per choice are allowed", len(members), l.MaxOptions)
 		return nil
 	}
 	out := make([]Option, 0, len(members))
@@ -277,29 +303,42 @@ func choiceOptions(criteria json.RawMessage, path string, l Limits, errs *fieldE
 	return out
 }
 
-func scoreOptions(criteria json.RawMessage, path string, l Limits, errs *fieldErrs) []Option {
+// scoreOptions reads score levels. A level may be null (the SDK documents
+// it): it is scored with an empty description and its legend entry stays
+// null; an empty or whitespace string is still refused.
+func scoreOptions(criteria json.RawMessage, path string, l Limits, errs *fieldErrs) ([]Option, []bool) {
 	if criteria == nil {
 		errs.add(path, "is required for score questions")
-		return nil
+		return nil, nil
 	}
 	elems, ok := arrayElems(criteria, path, errs)
 	if !ok {
-		return nil
+		return nil, nil
 	}
-	if len(elems) < 2 || len(elems) > l.MaxScoreLevels {
-		errs.add(path, "has %d levels, a score needs 2 to %d", len(elems), l.MaxScoreLevels)
-		return nil
+	switch {
+	case len(elems) < 2:
+		errs.add(path, "has %d levels; a score needs at least 2", len(elems))
+		return nil, nil
+	case len(elems) > l.MaxScoreLevels:
+		errs.add(path, "has %d levels; at most %d levels per score are allowed", len(elems), l.MaxScoreLevels)
+		return nil, nil
 	}
 	out := make([]Option, len(elems))
+	nulls := make([]bool, len(elems))
 	for i, e := range elems {
 		p := join(path, i)
+		if kindOf(e) == "null" {
+			nulls[i] = true
+			out[i] = Option{ID: strconv.Itoa(i)}
+			continue
+		}
 		t := criterionText(e, p, l, errs)
 		if strings.TrimSpace(t) == "" {
-			errs.add(p, "level description must not be empty")
+			errs.add(p, "level description must not be empty (send null for an undescribed level)")
 		}
 		out[i] = Option{ID: strconv.Itoa(i), Description: t}
 	}
-	return out
+	return out, nulls
 }
 
 // Decisions maps the request onto one decision per question, all sharing
@@ -389,7 +428,11 @@ func SystemOneAnswer(q SystemOneQuestion, r *Result) ([]byte, error) {
 			}
 			writeJSONString(&b, o.ID)
 			b.WriteByte(':')
-			writeJSONString(&b, o.Description)
+			if i < len(q.NullLevels) && q.NullLevels[i] {
+				b.WriteString("null")
+			} else {
+				writeJSONString(&b, o.Description)
+			}
 		}
 		b.WriteString(`},"probabilities":`)
 		writeProbMap(&b, r)

@@ -75,6 +75,45 @@ func TestParseSystemOneScore(t *testing.T) {
 	}, req.Questions[0].Options)
 }
 
+// The TypeSafe SDK's helpers send "instructions": null (noul() with no
+// argument, choice(null, …), score(null, …)), may leave instructions out,
+// and document null score levels; all are valid requests.
+func TestParseSystemOneNullsAsTheSDKSendsThem(t *testing.T) {
+	t.Parallel()
+	req, err := decision.ParseSystemOne(s1(`"A ticket."`,
+		q("a", `{"type":"noul","instructions":null}`),
+		q("b", `{"type":"noul"}`),
+		q("c", `{"type":"choice","instructions":null,"criteria":{"x":null,"y":null}}`),
+		q("d", `{"type":"score","instructions":null,"criteria":["bad",null,"good"]}`),
+	), decision.Limits{})
+	require.NoError(t, err)
+	require.Len(t, req.Questions, 4)
+	for i, d := range req.Decisions() {
+		require.NotEmpty(t, d.Question, "question %d", i)
+		require.NoError(t, d.Validate(decision.Limits{}, ""))
+	}
+	require.Equal(t, decision.DefaultInstructions(decision.TypeNoul), req.Questions[0].Instructions)
+	require.Equal(t, []bool{false, true, false}, req.Questions[3].NullLevels)
+	r := &decision.Result{OptionIDs: []string{"0", "1", "2"}, Probabilities: []float64{0.25, 0.5, 0.25}}
+	a, err := decision.SystemOneAnswer(req.Questions[3], r)
+	require.NoError(t, err)
+	require.Contains(t, string(a), `"legend":{"0":"bad","1":null,"2":"good"}`)
+}
+
+// Capacity errors are worded as the hosted service words them.
+func TestParseSystemOneCapacityWording(t *testing.T) {
+	t.Parallel()
+	parts := make([]string, 256)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`"c%d":null`, i)
+	}
+	_, err := decision.ParseSystemOne(s1(`"s"`, q("k", `{"type":"choice","criteria":{`+strings.Join(parts, ",")+`}}`)), decision.Limits{})
+	require.ErrorContains(t, err, "options per choice")
+	levels := strings.TrimSuffix(strings.Repeat(`"l",`, 11), ",")
+	_, err = decision.ParseSystemOne(s1(`"s"`, q("k", `{"type":"score","criteria":[`+levels+`]}`)), decision.Limits{})
+	require.ErrorContains(t, err, "levels per score")
+}
+
 func TestParseSystemOneLevelsAndOptionCounts(t *testing.T) {
 	t.Parallel()
 	choice := func(n int) string {
@@ -140,7 +179,6 @@ func TestParseSystemOneFieldErrors(t *testing.T) {
 		{name: "unknown type", body: s1(`"s"`, q("k", `{"type":"rank","instructions":"x"}`)), paths: []string{"questions.k.type"}, class: decision.ErrInvalid, msg: `"rank"`},
 		{name: "missing type", body: s1(`"s"`, q("k", `{"instructions":"x"}`)), paths: []string{"questions.k.type"}, class: decision.ErrInvalid, msg: "required"},
 		{name: "type not string", body: s1(`"s"`, q("k", `{"type":1,"instructions":"x"}`)), paths: []string{"questions.k.type"}, class: decision.ErrInvalid},
-		{name: "missing instructions", body: s1(`"s"`, q("k", `{"type":"noul"}`)), paths: []string{"questions.k.instructions"}, class: decision.ErrInvalid, msg: "required"},
 		{name: "empty instructions", body: s1(`"s"`, q("k", `{"type":"noul","instructions":""}`)), paths: []string{"questions.k.instructions"}, class: decision.ErrInvalid},
 		{name: "whitespace instructions", body: s1(`"s"`, q("k", `{"type":"noul","instructions":" \n"}`)), paths: []string{"questions.k.instructions"}, class: decision.ErrInvalid},
 		{name: "number instructions", body: s1(`"s"`, q("k", `{"type":"noul","instructions":3}`)), paths: []string{"questions.k.instructions"}, class: decision.ErrInvalid, msg: "number"},
@@ -165,7 +203,7 @@ func TestParseSystemOneFieldErrors(t *testing.T) {
 		{name: "score criteria object", body: s1(`"s"`, q("k", `{"type":"score","instructions":"x","criteria":{"0":"a","1":"b"}}`)), paths: []string{"questions.k.criteria"}, class: decision.ErrInvalid},
 		{name: "score missing criteria", body: s1(`"s"`, q("k", `{"type":"score","instructions":"x"}`)), paths: []string{"questions.k.criteria"}, class: decision.ErrInvalid},
 		{name: "score empty level", body: s1(`"s"`, q("k", `{"type":"score","instructions":"x","criteria":["a"," ","c"]}`)), paths: []string{"questions.k.criteria[1]"}, class: decision.ErrInvalid},
-		{name: "score null level", body: s1(`"s"`, q("k", `{"type":"score","instructions":"x","criteria":["a",null]}`)), paths: []string{"questions.k.criteria[1]"}, class: decision.ErrInvalid},
+		{name: "score empty string level", body: s1(`"s"`, q("k", `{"type":"score","instructions":"x","criteria":["a",""]}`)), paths: []string{"questions.k.criteria[1]"}, class: decision.ErrInvalid, msg: "null"},
 		{name: "missing state", body: []byte(`{"questions":{"k":{"type":"noul","instructions":"x"}}}`), paths: []string{"state"}, class: decision.ErrInvalid, msg: "required"},
 		{name: "empty state", body: s1(`""`, q("k", `{"type":"noul","instructions":"x"}`)), paths: []string{"state"}, class: decision.ErrInvalid},
 		{name: "empty object state", body: s1(`{}`, q("k", `{"type":"noul","instructions":"x"}`)), paths: []string{"state"}, class: decision.ErrInvalid},

@@ -26,7 +26,7 @@ var (
 
 // DefaultAliases are the Jev model names that unmodified System One client
 // code sends; they are accepted by default.
-var DefaultAliases = []string{"jev-latest", "jev-preview", "jev-1.13.0"}
+var DefaultAliases = []string{"jev-latest", "jev-preview", "jev-1.13.0", "default"}
 
 // Defaults of Config.
 const (
@@ -94,6 +94,9 @@ type Config struct {
 	// the policy; policy.Holder.Handler) behind the same authentication as
 	// every other route. Defaults to nil: no such route.
 	PolicyAdmin http.Handler
+	// ReleaseDate is the release_date GET /v1/models reports for the model
+	// and its aliases (RFC 3339). Defaults to the time New was called.
+	ReleaseDate string
 	// RequestIDFunc makes the id of each request (x-typesafe-request-id).
 	// Defaults to "req_" and 24 random hex digits.
 	RequestIDFunc func() string
@@ -124,6 +127,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.ReleaseDate == "" {
+		c.ReleaseDate = time.Now().UTC().Format(time.RFC3339)
 	}
 	if c.RequestIDFunc == nil {
 		c.RequestIDFunc = newRequestID

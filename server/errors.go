@@ -13,17 +13,35 @@ import (
 	"github.com/verdict-dev/verdict/engine"
 )
 
-// errorBody is the JSON body of every error answer.
+// errorBody is the JSON body of every error answer. Which members are set
+// depends on the route's clients (see writeError): SageMaker routes carry
+// "error" (the SemIf adapter contract), System One routes "detail" (the
+// hosted service's shape); verdict's own members (message, code, fields,
+// request_id) come in addition.
 type errorBody struct {
+	// Error is the SemIf adapter contract's message (SageMaker routes).
+	Error string `json:"error,omitempty"`
+	// Retryable is true on the SageMaker routes' 503 answers.
+	Retryable bool `json:"retryable,omitempty"`
+	// Detail is the hosted System One service's error object.
+	Detail *errorDetail `json:"detail,omitempty"`
 	// Message says what went wrong, for humans.
-	Message string `json:"message"`
+	Message string `json:"message,omitempty"`
 	// Code is a stable machine-readable reason.
-	Code string `json:"code"`
+	Code string `json:"code,omitempty"`
 	// Fields lists the field problems of a 422 (and of a 413 caused by a
 	// field limit).
 	Fields []decision.FieldError `json:"fields,omitempty"`
 	// RequestID repeats the x-typesafe-request-id header.
 	RequestID string `json:"request_id,omitempty"`
+}
+
+// errorDetail is the "detail" object of a System One error: clients read
+// error_type as the label.
+type errorDetail struct {
+	ErrorType string                `json:"error_type"`
+	Message   string                `json:"message"`
+	Fields    []decision.FieldError `json:"fields,omitempty"`
 }
 
 // apiError is an error answer waiting to be written.
@@ -32,8 +50,11 @@ type apiError struct {
 	code       string
 	message    string
 	fields     []decision.FieldError
-	retryAfter bool
+	retryAfter bool // overload: 503 (SageMaker) or 529 (System One), with Retry-After
 	allow      string
+	// contract is the SemIf adapter contract's wording of the error, used
+	// as "error" on the SageMaker routes when set (else message).
+	contract string
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.status, e.code, e.message) }
@@ -47,7 +68,67 @@ func newAPIError(status int, code, format string, args ...any) *apiError {
 func busyError(format string, args ...any) *apiError {
 	e := newAPIError(http.StatusServiceUnavailable, "overloaded", format, args...)
 	e.retryAfter = true
+	e.contract = busyContract
 	return e
+}
+
+// loadingError is the 503 while the model loads.
+func loadingError() *apiError {
+	e := busyError("the model is loading")
+	e.contract = "model is loading; retry the request"
+	return e
+}
+
+// Wording of the SemIf adapter contract.
+const (
+	busyContract     = "model is busy; retry the request"
+	notFoundContract = "not found"
+)
+
+// StatusOverloaded is the hosted System One service's "overloaded" status,
+// which its clients retry (they do not retry 503 alike).
+const StatusOverloaded = 529
+
+// Route families: whose clients a route answers, which decides the shape
+// of its error bodies and its overload status.
+const (
+	familyOther = iota
+	familySageMaker
+	familySystemOne
+)
+
+func (rs *reqState) family() int {
+	switch rs.route {
+	case "ping", "invocations", "endpoint_invocations":
+		return familySageMaker
+	case "systemone", "models":
+		return familySystemOne
+	}
+	return familyOther
+}
+
+// systemOneErrorType is the hosted service's error_type of a status.
+func systemOneErrorType(status int) string {
+	switch status {
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case StatusOverloaded, http.StatusServiceUnavailable:
+		return "overloaded_error"
+	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
+		return "timeout_error"
+	}
+	if status >= 500 {
+		return "api_error"
+	}
+	return "invalid_request_error"
 }
 
 // parseError maps an error of the decision parsers to its answer: 400
@@ -87,7 +168,9 @@ func scoreError(err error, timeout time.Duration) *apiError {
 	case errors.Is(err, context.Canceled):
 		return newAPIError(499, "canceled", "the request was canceled")
 	default:
-		return newAPIError(http.StatusInternalServerError, "engine", "scoring failed: %v", err)
+		e := newAPIError(http.StatusInternalServerError, "engine", "scoring failed: %v", err)
+		e.contract = "scoring failed"
+		return e
 	}
 }
 
@@ -122,7 +205,18 @@ func amznErrorType(status int) string {
 	}
 }
 
-// writeError writes e as JSON.
+// writeError writes e as JSON, in the shape the route's clients read:
+//
+//   - SageMaker routes (/ping, /invocations, /endpoints/{name}/invocations):
+//     {"error": …} as the SemIf adapter contract has it; overload is 503
+//     with exactly {"error":"model is busy; retry the request","retryable":true};
+//   - System One routes (/v1/systemone, /v1/models): {"detail":
+//     {"error_type", "message"}} as the hosted service has it; overload is
+//     529 with Retry-After;
+//   - an unknown path: exactly {"error":"not found"}.
+//
+// verdict's message, code, field paths and request id come in addition,
+// except in the two exact bodies.
 func (s *Server) writeError(w http.ResponseWriter, rs *reqState, e *apiError) {
 	h := w.Header()
 	if e.retryAfter {
@@ -134,14 +228,34 @@ func (s *Server) writeError(w http.ResponseWriter, rs *reqState, e *apiError) {
 	if rs != nil && rs.sagemakerRuntime {
 		h.Set("X-Amzn-ErrorType", amznErrorType(e.status))
 	}
+	status := e.status
+	family := familyOther
+	if rs != nil {
+		family = rs.family()
+		rs.errCode = e.code
+	}
 	body := errorBody{Message: e.message, Code: e.code, Fields: e.fields}
 	if rs != nil {
 		body.RequestID = rs.id
-		rs.errCode = e.code
+	}
+	switch {
+	case e.code == "not_found" && (rs == nil || rs.route == ""):
+		body = errorBody{Error: notFoundContract}
+	case family == familySageMaker && e.retryAfter:
+		body = errorBody{Error: e.contract, Retryable: true}
+	case family == familySageMaker:
+		body.Error = e.message
+		if e.contract != "" {
+			body.Error = e.contract
+		}
+	case family == familySystemOne:
+		if e.retryAfter {
+			status = StatusOverloaded
+		}
+		body.Detail = &errorDetail{ErrorType: systemOneErrorType(status), Message: e.message, Fields: e.fields}
 	}
 	b, _ := json.Marshal(body) // plain strings
-	status := e.status
-	if status == 499 { // the client is gone; nothing reads this
+	if status == 499 {         // the client is gone; nothing reads this
 		status = http.StatusBadRequest
 	}
 	writeJSON(w, status, b)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/verdict-dev/verdict/decision"
 )
@@ -56,10 +57,11 @@ func (s *Server) serveInvocations(ctx context.Context, w http.ResponseWriter, rs
 	rs.format = formatSemIf
 	ds, shape, err := decision.ParseSemIf(body, s.cfg.Limits)
 	if err != nil {
-		s.writeError(w, rs, parseError(err))
+		s.writeError(w, rs, semifParseError(err, body, s.cfg.Limits.WithDefaults().MaxDecisions))
 		return
 	}
 	rs.decisions = len(ds)
+	start := time.Now()
 	results, e := s.score(ctx, st, ds, Caller{Tenant: rs.tenant, APIKey: rs.apiKey})
 	if e != nil {
 		s.writeError(w, rs, e)
@@ -71,7 +73,8 @@ func (s *Server) serveInvocations(ctx context.Context, w http.ResponseWriter, rs
 	if shape == decision.ShapeBatch {
 		out, err2 = json.Marshal(struct {
 			Results []decision.Result `json:"results"`
-		}{results})
+			Timing  batchTiming       `json:"timing"`
+		}{results, newBatchTiming(ds, results, time.Since(start).Seconds())})
 	} else {
 		out, err2 = json.Marshal(struct {
 			Result decision.Result `json:"result"`
@@ -185,17 +188,20 @@ func (s *Server) modelAccepted(st *readyState, name string) bool {
 	return (m.Name != "" && name == m.Name) || (m.SHA256 != "" && name == m.SHA256)
 }
 
-// modelEntry is one entry of GET /v1/models.
-type modelEntry struct {
-	ID       string                  `json:"id"`
-	Object   string                  `json:"object"`
-	OwnedBy  string                  `json:"owned_by"`
-	AliasFor string                  `json:"alias_for,omitempty"`
-	Ready    *bool                   `json:"ready,omitempty"`
-	Verdict  *decision.ModelIdentity `json:"verdict,omitempty"`
+// modelCard is one entry of GET /v1/models, in the hosted service's shape
+// (name, description, release_date), plus verdict's own members, which
+// clients ignore.
+type modelCard struct {
+	Name        string                  `json:"name"`
+	Description string                  `json:"description"`
+	ReleaseDate string                  `json:"release_date"`
+	AliasFor    string                  `json:"alias_for,omitempty"`
+	Ready       *bool                   `json:"ready,omitempty"`
+	Verdict     *decision.ModelIdentity `json:"verdict,omitempty"`
 }
 
-// handleModels lists the model that answers and each accepted alias.
+// handleModels lists the model that answers, then each accepted alias:
+// {"models": [{"name", "description", "release_date"}, …]}.
 func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request, _ *reqState) {
 	st := s.ready.Load()
 	ready := st != nil
@@ -203,13 +209,17 @@ func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request, _ *reqStat
 	if ready {
 		name, id = st.name, st.model
 	}
-	data := []modelEntry{{ID: name, Object: "model", OwnedBy: "verdict", Ready: &ready, Verdict: &id}}
+	release := s.cfg.ReleaseDate
+	desc := "verdict: logit readout of a local GGUF model"
+	if id.File != "" {
+		desc += " (" + filepath.Base(id.File) + ")"
+	}
+	models := []modelCard{{Name: name, Description: desc, ReleaseDate: release, Ready: &ready, Verdict: &id}}
 	for _, a := range s.cfg.Aliases {
-		data = append(data, modelEntry{ID: a, Object: "model", OwnedBy: "verdict", AliasFor: name})
+		models = append(models, modelCard{Name: a, Description: "alias of " + name + " on this server", ReleaseDate: release, AliasFor: name})
 	}
 	b, _ := json.Marshal(struct {
-		Object string       `json:"object"`
-		Data   []modelEntry `json:"data"`
-	}{"list", data})
+		Models []modelCard `json:"models"`
+	}{models})
 	writeJSON(w, http.StatusOK, b)
 }

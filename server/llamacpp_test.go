@@ -142,7 +142,7 @@ func TestRealEngineLoad(t *testing.T) {
 				switch r.status {
 				case http.StatusOK:
 					ok++
-				case http.StatusServiceUnavailable:
+				case server.StatusOverloaded: // System One's overload status
 					require.Equal(t, "1", r.header.Get("Retry-After"))
 					shed++
 				default:

@@ -12,6 +12,7 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -258,7 +259,7 @@ func (s *Server) authenticate(r *http.Request, rs *reqState) bool {
 
 func (s *Server) handlePing(w http.ResponseWriter, _ *http.Request, rs *reqState) {
 	if !s.Ready() {
-		s.writeError(w, rs, busyError("the model is loading"))
+		s.writeError(w, rs, loadingError())
 		return
 	}
 	writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`))
@@ -273,8 +274,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || !jsonMediaType(mt) {
-			return nil, newAPIError(http.StatusUnsupportedMediaType, "unsupported_media_type",
+			e := newAPIError(http.StatusUnsupportedMediaType, "unsupported_media_type",
 				"content type %q is not accepted; send application/json", ct)
+			e.contract = "Content-Type must be application/json (got " + strconv.Quote(ct) + ")"
+			return nil, e
 		}
 	}
 	if r.ContentLength > s.cfg.MaxBodyBytes {
@@ -321,13 +324,18 @@ func jsonMediaType(mt string) bool {
 // must be loaded and the server not full. On success the caller must call
 // the returned leave function.
 func (s *Server) admit(w http.ResponseWriter, rs *reqState) (*readyState, func(), bool) {
+	// A refusal is answered before the body is read: close the connection
+	// after it, or net/http would first wait to drain the unread body of a
+	// sender that has not sent it yet.
 	st := s.ready.Load()
 	if st == nil {
+		w.Header().Set("Connection", "close")
 		s.metrics.rejected.WithLabelValues("loading").Inc()
-		s.writeError(w, rs, busyError("the model is loading"))
+		s.writeError(w, rs, loadingError())
 		return nil, nil, false
 	}
 	if !s.adm.enter() {
+		w.Header().Set("Connection", "close")
 		s.metrics.rejected.WithLabelValues("queue_full").Inc()
 		s.writeError(w, rs, busyError("the server is at capacity (%d requests); retry later", s.adm.limit))
 		return nil, nil, false

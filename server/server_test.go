@@ -31,7 +31,7 @@ func TestPingLoadingThenReady(t *testing.T) {
 	r := do(t, "GET", url+"/ping", nil)
 	require.Equal(t, http.StatusServiceUnavailable, r.status)
 	require.Equal(t, "1", r.header.Get("Retry-After"))
-	require.Contains(t, r.json(t)["message"], "loading")
+	require.Equal(t, map[string]any{"error": "model is loading; retry the request", "retryable": true}, r.json(t))
 
 	// Scoring routes say the same while loading.
 	r = do(t, "POST", url+"/invocations", []byte(semIfBare))
@@ -236,14 +236,18 @@ func TestSystemOneModels(t *testing.T) {
 	r = do(t, "GET", b.url+"/v1/models", nil)
 	require.Equal(t, http.StatusOK, r.status)
 	m := r.json(t)
-	require.Equal(t, "list", m["object"])
-	data := m["data"].([]any)
-	require.Len(t, data, 4)
+	data := m["models"].([]any)
+	require.Len(t, data, 5)
 	first := data[0].(map[string]any)
-	require.Equal(t, "tiny-test", first["id"])
+	require.Equal(t, "tiny-test", first["name"])
+	require.NotEmpty(t, first["description"])
+	_, err := time.Parse(time.RFC3339, first["release_date"].(string))
+	require.NoError(t, err)
 	require.Equal(t, true, first["ready"])
 	require.Equal(t, "/models/tiny-test.gguf", first["verdict"].(map[string]any)["file"])
+	require.Equal(t, "jev-latest", data[1].(map[string]any)["name"])
 	require.Equal(t, "tiny-test", data[1].(map[string]any)["alias_for"])
+	require.Equal(t, "default", data[4].(map[string]any)["name"])
 }
 
 func TestErrorStatuses(t *testing.T) {
@@ -258,16 +262,12 @@ func TestErrorStatuses(t *testing.T) {
 	}{
 		{"malformed", "POST", "/invocations", `{"state": `, "application/json", 400, "malformed"},
 		{"trailing data", "POST", "/v1/systemone", `{"questions":{}} {}`, "application/json", 400, "malformed"},
-		{"unknown path", "GET", "/nope", "", "", 404, "not_found"},
-		{"endpoint path without name", "POST", "/endpoints//invocations", semIfBare, "application/json", 404, "not_found"},
-		{"endpoint path too short", "POST", "/endpoints/invocations", semIfBare, "application/json", 404, "not_found"},
-		{"endpoint path nested", "POST", "/endpoints/a/b/invocations", semIfBare, "application/json", 404, "not_found"},
 		{"wrong method", "GET", "/invocations", "", "", 405, "method_not_allowed"},
 		{"wrong method systemone", "PUT", "/v1/systemone", systemOneAll, "application/json", 405, "method_not_allowed"},
 		{"body too large", "POST", "/invocations", big, "application/json", 413, "too_large"},
 		{"wrong content type", "POST", "/invocations", semIfBare, "text/plain", 415, "unsupported_media_type"},
 		{"bad content type", "POST", "/invocations", semIfBare, "application/json; =", 415, "unsupported_media_type"},
-		{"unknown field", "POST", "/invocations", `{"state":"s","question":"q?","options":[{"id":"a","description":""},{"id":"b","description":""}],"metdata":{}}`, "application/json", 422, "invalid"},
+		{"unknown field", "POST", "/invocations", `{"state":"s","question":"q?","options":[{"id":"a","description":""},{"id":"b","description":""}],"metdata":{}}`, "application/json", 400, "invalid"},
 		{"too many levels", "POST", "/v1/systemone", tooMany, "application/json", 422, "invalid"},
 		{"semif on systemone", "POST", "/v1/systemone", semIfBare, "application/json", 422, "invalid"},
 		{"unknown type", "POST", "/v1/systemone", `{"state":"s","questions":{"q":{"type":"rank","instructions":"i"}}}`, "application/json", 422, "invalid"},
@@ -289,7 +289,14 @@ func TestErrorStatuses(t *testing.T) {
 			if c.status == 405 {
 				require.NotEmpty(t, r.header.Get("Allow"))
 			}
-			if c.status == 422 {
+			if strings.HasPrefix(c.path, "/v1/") {
+				detail := m["detail"].(map[string]any)
+				require.NotEmpty(t, detail["error_type"])
+				require.Equal(t, m["message"], detail["message"])
+			} else {
+				require.NotEmpty(t, m["error"])
+			}
+			if c.status == 422 || c.code == "invalid" {
 				fields := m["fields"].([]any)
 				require.NotEmpty(t, fields)
 				require.NotEmpty(t, fields[0].(map[string]any)["path"])
@@ -365,9 +372,16 @@ func TestEngineBusyAndErrors(t *testing.T) {
 			body = systemOneAll
 		}
 		r := do(t, "POST", busy.url+path, []byte(body))
-		require.Equal(t, http.StatusServiceUnavailable, r.status)
 		require.Equal(t, "3", r.header.Get("Retry-After"))
-		require.Equal(t, "overloaded", r.json(t)["code"])
+		if path == "/v1/systemone" {
+			// System One clients retry 529, the hosted service's "overloaded".
+			require.Equal(t, server.StatusOverloaded, r.status)
+			require.Equal(t, "overloaded", r.json(t)["code"])
+			require.Equal(t, "overloaded_error", r.json(t)["detail"].(map[string]any)["error_type"])
+		} else {
+			require.Equal(t, http.StatusServiceUnavailable, r.status)
+			require.Equal(t, map[string]any{"error": "model is busy; retry the request", "retryable": true}, r.json(t))
+		}
 	}
 	r := do(t, "POST", busy.url+"/endpoints/x/invocations", []byte(semIfBare))
 	require.Equal(t, "ServiceUnavailable", r.header.Get("X-Amzn-ErrorType"))
@@ -459,7 +473,7 @@ func TestAdmissionUnderLoad(t *testing.T) {
 			switch r.status {
 			case http.StatusOK:
 				ok++
-			case http.StatusServiceUnavailable:
+			case server.StatusOverloaded:
 				require.Equal(t, "1", r.header.Get("Retry-After"))
 				shed++
 			default:
@@ -497,4 +511,16 @@ func TestSlowBodyTimesOut(t *testing.T) {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
+}
+
+// What the TypeSafe SDK sends by default: model "default" or an alias,
+// "instructions": null, null score levels.
+func TestSystemOneSDKDefaults(t *testing.T) {
+	t.Parallel()
+	b := setup(t, server.Config{})
+	body := `{"model":"default","state":"A ticket.","questions":{"a":{"type":"noul","instructions":null},"b":{"type":"score","instructions":null,"criteria":["bad",null,"good"]}}}`
+	r := do(t, "POST", b.url+"/v1/systemone", []byte(body))
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	legend := r.json(t)["answers"].(map[string]any)["b"].(map[string]any)["legend"].(map[string]any)
+	require.Equal(t, map[string]any{"0": "bad", "1": nil, "2": "good"}, legend)
 }

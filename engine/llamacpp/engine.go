@@ -394,7 +394,7 @@ func (e *Engine) prepare(d *decision.Decision, heads map[string][]Token) *item {
 		it.multi = it.multi || len(l) > 1
 	}
 	if need := len(it.head) + len(it.tail) + longest; need > e.lctx.NCtx() {
-		it.err = fmt.Errorf("%w: prompt needs %d tokens, context has %d", engine.ErrContextFull, need, e.lctx.NCtx())
+		it.err = fmt.Errorf("%w: prompt needs %d tokens, which exceeds the maximum context length of %d tokens", engine.ErrContextFull, need, e.lctx.NCtx())
 	}
 	return it
 }

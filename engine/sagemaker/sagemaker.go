@@ -18,8 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sagemakerruntime"
 	"github.com/aws/aws-sdk-go-v2/service/sagemakerruntime/types"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
-	"github.com/sethvargo/go-retry"
 
+	"github.com/verdict-dev/verdict/client"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
 )
@@ -328,11 +328,10 @@ func (s *Scorer) invoke(ctx context.Context, body []byte) ([]byte, error) {
 	in.InferenceComponentName = optional(s.cfg.InferenceComponentName)
 	in.PrefixAwareId = optional(s.cfg.PrefixAwareID)
 
-	b := s.newBackoff(ctx)
-	attempt := 0
+	policy := client.Retry{MaxAttempts: s.cfg.MaxAttempts, BaseDelay: s.cfg.BaseDelay, MaxDelay: s.cfg.MaxDelay,
+		MaxRetryAfter: s.cfg.MaxRetryAfter, MaxElapsed: s.cfg.MaxElapsed}
 	var last error
-	out, err := retry.DoValue(ctx, b, func(ctx context.Context) ([]byte, error) {
-		attempt++
+	out, attempts, err := client.Do(ctx, policy, func(ctx context.Context) ([]byte, error) {
 		actx, cancel := context.WithTimeout(ctx, s.cfg.AttemptTimeout)
 		defer cancel()
 		resp, err := s.cfg.Client.InvokeEndpoint(actx, in, noSDKRetries)
@@ -347,15 +346,14 @@ func (s *Scorer) invoke(ctx context.Context, body []byte) ([]byte, error) {
 			return nil, fmt.Errorf("%w: endpoint %s: %v", ErrEndpoint, s.cfg.EndpointName, err)
 		}
 		last = err
-		b.hint(wait)
-		s.cfg.Logger.Debug("sagemaker: retrying", "endpoint", s.cfg.EndpointName, "attempt", attempt, "error", err.Error(), "retry_after", wait)
-		return nil, retry.RetryableError(err)
+		s.cfg.Logger.Debug("sagemaker: retrying", "endpoint", s.cfg.EndpointName, "error", err.Error(), "retry_after", wait)
+		return nil, client.Retryable(err, wait)
 	})
 	if err == nil {
 		return out, nil
 	}
-	if last != nil && errors.Is(err, last) {
-		return nil, fmt.Errorf("%w: endpoint %s: gave up after %d attempts: %v", engine.ErrUnavailable, s.cfg.EndpointName, attempt, last)
+	if errors.Is(err, client.ErrGaveUp) {
+		return nil, fmt.Errorf("%w: endpoint %s: gave up after %d attempts: %v", engine.ErrUnavailable, s.cfg.EndpointName, attempts, last)
 	}
 	return nil, err
 }
@@ -370,7 +368,7 @@ func classify(err error) (bool, time.Duration) {
 	var re *smithyhttp.ResponseError
 	if errors.As(err, &re) && re.Response != nil && re.Response.StatusCode != 0 {
 		status := re.HTTPStatusCode()
-		wait := retryAfter(re.Response.Header.Get("Retry-After"))
+		wait := client.ParseRetryAfter(re.Response.Header.Get("Retry-After"))
 		var me *types.ModelError
 		if errors.As(err, &me) && me.OriginalStatusCode != nil {
 			// The container itself shed load (e.g. verdict serve's full
@@ -385,63 +383,6 @@ func classify(err error) (bool, time.Duration) {
 	}
 	var te *types.ServiceUnavailable
 	return errors.As(err, &te), 0
-}
-
-// retryAfter parses a Retry-After header: delay seconds or an HTTP date.
-func retryAfter(v string) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if sec, err := strconv.Atoi(v); err == nil && sec > 0 {
-		return time.Duration(sec) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 0)
-	}
-	return 0
-}
-
-// backoff is the per-call backoff: exponential with jitter and caps, that
-// waits longer when the endpoint asked for it.
-type backoff struct {
-	inner    retry.Backoff
-	start    time.Time
-	deadline time.Time // zero when the context has none
-	maxWait  time.Duration
-	elapsed  time.Duration
-	wait     time.Duration // Retry-After of the last attempt
-}
-
-// newBackoff builds a fresh backoff for one call (go-retry backoffs are
-// stateful and must not be shared).
-func (s *Scorer) newBackoff(ctx context.Context) *backoff {
-	b := retry.NewExponential(max(s.cfg.BaseDelay, time.Millisecond))
-	b = retry.WithCappedDuration(s.cfg.MaxDelay, b)
-	b = retry.WithJitterPercent(20, b)
-	b = retry.WithMaxRetries(uint64(s.cfg.MaxAttempts-1), b)
-	bo := &backoff{inner: b, start: time.Now(), maxWait: s.cfg.MaxRetryAfter, elapsed: s.cfg.MaxElapsed}
-	if d, ok := ctx.Deadline(); ok {
-		bo.deadline = d
-	}
-	return bo
-}
-
-func (b *backoff) hint(d time.Duration) { b.wait = min(d, b.maxWait) }
-
-// Next implements retry.Backoff.
-func (b *backoff) Next() (time.Duration, bool) {
-	d, stop := b.inner.Next()
-	if stop {
-		return 0, true
-	}
-	d = max(d, b.wait)
-	b.wait = 0
-	end := time.Now().Add(d)
-	if end.Sub(b.start) > b.elapsed || (!b.deadline.IsZero() && end.After(b.deadline)) {
-		return 0, true // the wait would pass the budget: give up now
-	}
-	return d, false
 }
 
 var _ engine.Scorer = (*Scorer)(nil)
