@@ -77,7 +77,7 @@ test:
 
 ## test/route: every test with the llama.cpp of LLAMA, then -race on the concurrent packages
 .PHONY: test/route
-test/route: $(LLAMA_DEP)
+test/route: $(LLAMA_DEP) conformance/js/node_modules
 	@echo "== tests, LLAMA=$(LLAMA) (tags $(TAGS))"
 	$(GO) vet -tags $(TAGS) ./...
 	$(GO) test -tags $(TAGS) -count=1 -timeout 30m ./...
@@ -90,9 +90,14 @@ RUN  ?= .
 test/pkg: $(LLAMA_DEP)
 	$(GO) test -tags $(TAGS) -count=1 -timeout 30m -run '$(RUN)' $(PKGS)
 
+# The TypeSafe JS SDK that the conformance suite drives, pinned by the lockfile.
+conformance/js/node_modules: conformance/js/package.json conformance/js/package-lock.json
+	npm ci --prefix conformance/js --no-audit --no-fund
+	@touch $@
+
 ## test/sdk: the TypeSafe JS SDK conformance suite alone (npm ci --prefix conformance/js first)
 .PHONY: test/sdk
-test/sdk: $(LLAMA_DEP)
+test/sdk: $(LLAMA_DEP) conformance/js/node_modules
 	$(GO) test -tags $(TAGS) -count=1 -run TestTypeSafeSDKConformance -v ./cmd/verdict
 
 ## test/short: unit tests only, no llama.cpp build

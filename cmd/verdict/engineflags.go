@@ -26,6 +26,7 @@ type engineFlags struct {
 	noMmap      bool
 	flashAttn   string
 	branchBatch int
+	recurrentMB int
 }
 
 func (e *engineFlags) register(fs *flag.FlagSet) {
@@ -37,7 +38,8 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&e.ctx, "ctx", 0, "context size in tokens (default 8192)")
 	fs.IntVar(&e.batch, "batch", 0, "tokens per llama_decode call (default 2048)")
 	fs.IntVar(&e.ubatch, "ubatch", 0, "physical micro-batch (default 512)")
-	fs.IntVar(&e.seqMax, "seq-max", 0, "KV sequences (branches) at once, 3..256 (default 128)")
+	fs.IntVar(&e.seqMax, "seq-max", 0, "KV sequences (branches) at once, 3..256 (default 128; for hybrid/recurrent models sized by --recurrent-memory-mib)")
+	fs.IntVar(&e.recurrentMB, "recurrent-memory-mib", 0, "hybrid/recurrent models (qwen35, …): MiB for all sequences' recurrent states, which sizes --seq-max when it is not given (default 1024)")
 	fs.IntVar(&e.maxPending, "max-pending", 0, "decisions waiting for the engine before it answers busy (default 1024)")
 	fs.Float64Var(&e.temperature, "temperature", 0, "divide option logits by this before the softmax (default 1)")
 	fs.BoolVar(&e.noMmap, "no-mmap", false, "read the model into memory instead of mapping it")
@@ -65,6 +67,7 @@ func (e *engineFlags) options(path string) llamacpp.Options {
 		ModelPath: path, SHA256: e.sha256, GPULayers: e.gpuLayers, NoMmap: e.noMmap,
 		Threads: e.threads, ContextSize: e.ctx, BatchSize: e.batch, UBatchSize: e.ubatch,
 		MaxSequences: e.seqMax, MaxPending: e.maxPending, Temperature: e.temperature, FlashAttention: e.flashAttn, BranchBatchTokens: e.branchBatch,
+		RecurrentMemory: int64(e.recurrentMB) << 20,
 	}
 }
 

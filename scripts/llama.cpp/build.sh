@@ -23,6 +23,18 @@ GPU="${GPU:-}"
 CUDA_ARCHS="${CUDA_ARCHS:-75;86;89;90}"
 JOBS="${JOBS:-$(nproc)}"
 
+# CMake (and Ninja when it can be had) are the only extra tools: install
+# them from Debian's packages when this is a root shell on a Debian machine.
+if ! command -v cmake >/dev/null 2>&1; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "llama.cpp build: installing cmake and ninja-build with apt-get" >&2
+		apt-get update -qq >&2 && apt-get install -y -qq cmake ninja-build >&2
+	else
+		echo "llama.cpp build: cmake is required (e.g. apt-get install cmake ninja-build)" >&2
+		exit 1
+	fi
+fi
+
 src="$("$here/source.sh" "${LLAMA_SRC_DIR:-$LLAMA_DIR/src}")"
 src="$(cd "$src" && pwd)"
 
