@@ -214,4 +214,3 @@ func TestDebiasRemovesAFixedPositionBias(t *testing.T) {
 	}
 	require.InDelta(t, 1, eval.Accuracy(run(4)), 1e-12)
 }
-
