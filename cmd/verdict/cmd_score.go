@@ -59,6 +59,10 @@ func runScore(ctx context.Context, args []string) error {
 		return err
 	}
 	defer eng.Close()
+	sc, err := ef.tuned(eng)
+	if err != nil {
+		return err
+	}
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 	if *maxState < 1 {
@@ -67,7 +71,7 @@ func runScore(ctx context.Context, args []string) error {
 	if *maxState > *maxLine {
 		*maxLine = *maxState + 64<<10
 	}
-	failed, err := scoreStream(ctx, eng, pol, decision.Limits{MaxStateBytes: *maxState}, in, out, *maxLine)
+	failed, err := scoreStream(ctx, sc, pol, decision.Limits{MaxStateBytes: *maxState}, in, out, *maxLine)
 	if err != nil {
 		return err
 	}
