@@ -113,4 +113,3 @@ func short(s string) string {
 	}
 	return s
 }
-

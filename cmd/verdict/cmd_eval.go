@@ -22,7 +22,9 @@ type labeledFlags struct {
 	cases, gold, predictions string
 }
 
-func (l *labeledFlags) register(fs interface{ StringVar(*string, string, string, string) }) {
+func (l *labeledFlags) register(fs interface {
+	StringVar(*string, string, string, string)
+}) {
 	fs.StringVar(&l.cases, "cases", "", "decisions, JSONL in either format (default: DIR/cases.jsonl)")
 	fs.StringVar(&l.gold, "gold", "", "gold labels, JSONL {\"id\", \"gold\"} (default: DIR/gold.jsonl)")
 	fs.StringVar(&l.predictions, "predictions", "", "`verdict batch` output for the cases (default: score them with --model)")
@@ -222,4 +224,3 @@ func parseTargets(s string) ([]float64, error) {
 	}
 	return out, nil
 }
-

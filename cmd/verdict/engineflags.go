@@ -3,10 +3,10 @@ package main
 import (
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"log/slog"
 	"math"
+	"os"
+	"path/filepath"
 	"sort"
 
 	"github.com/verdict-dev/verdict/calibrate"
