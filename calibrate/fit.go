@@ -171,7 +171,9 @@ type Threshold struct {
 
 // Thresholds finds, for each target accuracy, the smallest threshold t on
 // the top probability (at temperature temp) such that the decisions with
-// p_max ≥ t are right at least that often, and the share they cover.
+// p_max ≥ t are right at least that often, and the share they cover. A
+// threshold must keep at least 1% of the decisions (one, below 100), so one
+// lucky decision does not make a suggestion.
 func Thresholds(ss []Sample, temp float64, targets []float64) []Threshold {
 	type pt struct {
 		p     float64
@@ -194,6 +196,9 @@ func Thresholds(ss []Sample, temp float64, targets []float64) []Threshold {
 			}
 			if k+1 < len(pts) && pts[k+1].p == pts[k].p {
 				continue // a threshold keeps or drops ties together
+			}
+			if k+1 < max(1, len(pts)/100) {
+				continue
 			}
 			acc := float64(right) / float64(k+1)
 			if acc >= target {

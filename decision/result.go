@@ -101,7 +101,9 @@ type ModelIdentity struct {
 // Error describes why a decision has no scores.
 type Error struct {
 	// Code is a stable machine-readable reason: "invalid", "too_large",
-	// "malformed", "busy", "engine", "unsupported", "canceled".
+	// "malformed", "busy", "engine", "unsupported", "canceled",
+	// "calibration" (the calibration file is pinned to another model or
+	// prompt).
 	Code string `json:"code"`
 	// Message is for humans; for validation errors it lists field paths.
 	Message string `json:"message"`
