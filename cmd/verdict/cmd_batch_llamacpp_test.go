@@ -63,7 +63,7 @@ func TestBatchKill9ThenResume(t *testing.T) {
 	mpath := filepath.Join(dir, "tiny.gguf")
 	require.NoError(t, model.Synth(mpath, model.SynthOptions{Shape: "tiny", Seed: 3}))
 	in := batchInput(t, dir, 120)
-	common := []string{"batch", in, "-m", mpath, "--threads", "2", "--window", "8", "--chunk", "4", "--max-line-bytes", "2048", "--progress", "plain", "--log-level", "warn"}
+	common := []string{"batch", in, "-m", mpath, "--threads", "2", "--window", "8", "--chunk", "4", "--max-line-bytes", "2048", "--max-state-bytes", "1000", "--progress", "plain", "--log-level", "warn"}
 
 	want := filepath.Join(dir, "want.jsonl")
 	cmd := exec.Command(bin, append(common, "-o", want)...)
@@ -167,12 +167,23 @@ func TestCalibrationFileIsPinnedAndReported(t *testing.T) {
 	require.Equal(t, "calibration", rs[0].TemperatureSource)
 	require.Len(t, rs[0].CalibrationSHA256, 64)
 
-	out, err = capture("-m", mpath, "--log-level", "warn", "--temperature", "7", "--policy", "../../examples/policy.yaml", in)
+	pol := filepath.Join(dir, "policy.yaml")
+	require.NoError(t, os.WriteFile(pol, []byte("kinds:\n  default: {min_probability: 0.1}\n  hot: {temperature: 3}\n"), 0o644))
+	out, err = capture("-m", mpath, "--log-level", "warn", "--temperature", "7", "--policy", pol, in)
 	require.NoError(t, err)
 	rs = scoreLines(t, []byte(out))
 	require.False(t, rs[0].Calibrated)
 	require.Equal(t, 7.0, rs[0].Temperature, "a policy without a kind temperature keeps --temperature")
 	require.Equal(t, "flag", rs[0].TemperatureSource)
+	require.Equal(t, "decided", string(rs[0].Outcome.Status))
+
+	hot := filepath.Join(dir, "hot.jsonl")
+	require.NoError(t, os.WriteFile(hot, []byte(`{"id":"a","kind":"hot","state":"s","question":"q?","options":[{"id":"x","description":""},{"id":"y","description":""}]}`+"\n"), 0o644))
+	out, err = capture("-m", mpath, "--log-level", "warn", "--temperature", "7", "--policy", pol, hot)
+	require.NoError(t, err)
+	rs = scoreLines(t, []byte(out))
+	require.Equal(t, 3.0, rs[0].Temperature, "the kind's temperature wins over the flag")
+	require.Equal(t, "policy", rs[0].TemperatureSource)
 }
 
 // TestEvalJevBenchSubsetEndToEnd runs `verdict eval --model` on the first
