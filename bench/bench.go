@@ -26,6 +26,7 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
+	"github.com/verdict-dev/verdict/tune"
 )
 
 // Config says what to run.
@@ -64,6 +65,9 @@ type Config struct {
 	BranchBatchTokens int
 	// PrefixCacheTokens is passed to the engine (0 = its default).
 	PrefixCacheTokens int
+	// Debias adds a "parallel+debiasK" row to W1 and W2: the parallel mode
+	// with every decision scored under K option orders (0 or 1 = no row).
+	Debias int
 	// Log receives progress lines. Defaults to io.Discard.
 	Log io.Writer
 }
@@ -337,8 +341,46 @@ func runGrouped(ctx context.Context, cfg Config, rep *Report, name string, group
 	if err != nil {
 		return err
 	}
+	rows := []Row{fr, se, pa}
+	if cfg.Debias >= 2 {
+		// The parallel mode again, each decision under cfg.Debias option
+		// orders (package tune): the state is prefilled once per group, so
+		// the extra cost is question-suffix tokens only.
+		fmt.Fprintf(cfg.Log, "%s: parallel, debias %d\n", name, cfg.Debias)
+		deb, err := newEngine(false)
+		if err != nil {
+			return err
+		}
+		defer deb.Close()
+		sc := tune.New(deb, tune.Config{Debias: cfg.Debias})
+		de := mk(fmt.Sprintf("parallel+debias%d", cfg.Debias))
+		err = measure(deb, &de, func() ([]time.Duration, error) {
+			var lat []time.Duration
+			for _, g := range groups {
+				t := time.Now()
+				rs, err := sc.Score(ctx, g)
+				if err != nil {
+					return nil, err
+				}
+				for _, r := range rs {
+					if r.Error != nil {
+						return nil, fmt.Errorf("bench: %s: %s", r.ID, r.Error.Message)
+					}
+				}
+				d := time.Since(t)
+				for range g {
+					lat = append(lat, d)
+				}
+			}
+			return lat, nil
+		})
+		if err != nil {
+			return err
+		}
+		rows = append(rows, de)
+	}
 	minimal, ap, as := minimalTokens(fresh, groups)
-	finish(rep, minimal, ap, as, fr, se, pa)
+	finish(rep, minimal, ap, as, rows[0], rows[1:]...)
 	return nil
 }
 

@@ -55,6 +55,18 @@ type Decision struct {
 	Route Route `json:"route,omitempty"`
 	// Priority: "interactive" prefers the gpu pool (optional).
 	Priority Priority `json:"priority,omitempty"`
+	// Debias asks for option-order debiasing: score the decision under this
+	// many cyclic rotations of its options (capped at the number of
+	// options) and average each option's log-probability. 0 = the policy
+	// kind's or the --debias setting; 1 = off. At most 255.
+	Debias int `json:"debias,omitempty"`
+
+	// KindTemperature is the policy kind's temperature (0 = the kind sets
+	// none), put here by policy.Before for the scorer; never on the wire.
+	KindTemperature float64 `json:"-"`
+	// KindDebias is the policy kind's debias rotations (0 = none set), put
+	// here by policy.Before; never on the wire.
+	KindDebias int `json:"-"`
 }
 
 // OptionIDs returns the option ids in order.
@@ -155,6 +167,9 @@ func (d *Decision) validate(l Limits, path string, errs *fieldErrs) {
 		errs.addLarge(join(path, "question"), "is %d bytes, limit is %d", len(d.Question), l.MaxQuestionBytes)
 	case !utf8.ValidString(d.Question):
 		errs.add(join(path, "question"), "is not valid UTF-8")
+	}
+	if d.Debias < 0 || d.Debias > 255 {
+		errs.add(join(path, "debias"), "must be 0..255, got %d", d.Debias)
 	}
 	n := len(d.Options)
 	switch {

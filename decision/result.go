@@ -26,8 +26,16 @@ type Result struct {
 	Margin float64 `json:"margin"`
 	// Temperature that divided the logits before the softmax (1 = none).
 	Temperature float64 `json:"temperature,omitempty"`
+	// TemperatureSource says which setting chose Temperature:
+	// "calibration" (a calibration file), "policy" (the policy kind),
+	// "flag" (--temperature) or "default" (1).
+	TemperatureSource string `json:"temperature_source,omitempty"`
 	// Calibrated is true only when a fitted calibration was applied.
 	Calibrated bool `json:"calibrated"`
+	// CalibrationSHA256 is the sha256 of the calibration file applied.
+	CalibrationSHA256 string `json:"calibration_sha256,omitempty"`
+	// Debias reports option-order debiasing, when it ran.
+	Debias *Debias `json:"debias,omitempty"`
 	// PromptVersion names the prompt template that rendered the prompt.
 	PromptVersion string `json:"prompt_version,omitempty"`
 	// PromptSHA256 is the hex sha256 of the exact prompt text scored.
@@ -48,6 +56,16 @@ type Result struct {
 	Error *Error `json:"error,omitempty"`
 	// Line is the input line number, for results of JSONL files.
 	Line int `json:"line,omitempty"`
+}
+
+// Debias describes an option-order debiased score: OptionLogits are then
+// the mean over rotations of each option's log-probability.
+type Debias struct {
+	// Rotations is the number of cyclic option orders scored.
+	Rotations int `json:"rotations"`
+	// Agreement is the share of rotations whose own argmax is the combined
+	// argmax (1 = the order never changed the answer).
+	Agreement float64 `json:"agreement"`
 }
 
 // Tokens counts the tokens of one scored prompt.
@@ -94,7 +112,9 @@ type ModelIdentity struct {
 // Error describes why a decision has no scores.
 type Error struct {
 	// Code is a stable machine-readable reason: "invalid", "too_large",
-	// "malformed", "busy", "engine", "unsupported", "canceled".
+	// "malformed", "busy", "engine", "unsupported", "canceled",
+	// "calibration" (the calibration file is pinned to another model or
+	// prompt).
 	Code string `json:"code"`
 	// Message is for humans; for validation errors it lists field paths.
 	Message string `json:"message"`

@@ -146,6 +146,13 @@ func parseSemIfDecision(raw json.RawMessage, path string, l Limits, errs *fieldE
 		case "priority":
 			s, _ := stringField(m.Value, p, errs)
 			d.Priority = Priority(s)
+		case "debias":
+			var k int
+			if err := json.Unmarshal(m.Value, &k); err != nil {
+				errs.add(p, "must be an integer 0..255")
+			} else {
+				d.Debias = k
+			}
 		default:
 			errs.add(p, "unknown field")
 		}

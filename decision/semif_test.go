@@ -482,3 +482,15 @@ func TestStateLimitCountsDecodedBytes(t *testing.T) {
 	_, _, err := decision.ParseSemIf([]byte(`{"state":"`+strings.Repeat(`\u00e9`, 128<<10)+`x","question":"q",`+optsJSON+`}`), decision.Limits{})
 	requireClass(t, err, decision.ErrTooLarge)
 }
+
+func TestParseSemIfDebias(t *testing.T) {
+	t.Parallel()
+	base := `{"state":"s","question":"q?","options":[{"id":"a","description":""},{"id":"b","description":""}],"debias":%s}`
+	ds, _, err := decision.ParseSemIf([]byte(fmt.Sprintf(base, "2")), decision.Limits{})
+	require.NoError(t, err)
+	require.Equal(t, 2, ds[0].Debias)
+	for _, bad := range []string{`"x"`, "1.5", "-1", "256"} {
+		_, _, err := decision.ParseSemIf([]byte(fmt.Sprintf(base, bad)), decision.Limits{})
+		require.ErrorContains(t, err, "debias", bad)
+	}
+}

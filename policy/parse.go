@@ -62,7 +62,8 @@ type kind struct {
 	minMargin   float64
 	hasMinMarg  bool
 	optionMin   map[string]float64
-	temperature float64
+	temperature float64 // 0: not configured
+	debias      int     // 0: not configured
 	rules       []*rule
 	fallback    action
 	onError     action
@@ -146,7 +147,7 @@ func readFile(path string) ([]byte, error) {
 var topFields = []string{"version", "default_kind", "unknown_kind", "temperature", "rule_cost_limit", "kinds", "authorization"}
 
 func (w *walker) policy(n *yaml.Node) *Policy {
-	p := &Policy{kinds: map[string]*kind{}, costLimit: DefaultRuleCostLimit, temperature: 1}
+	p := &Policy{kinds: map[string]*kind{}, costLimit: DefaultRuleCostLimit}
 	top, ok := w.mapping(n, "", topFields)
 	if !ok {
 		return p
@@ -227,7 +228,7 @@ func (p *Policy) kindNames() []string {
 	return names
 }
 
-var kindFields = []string{"description", "match", "options", "min_probability", "min_margin", "option_min", "temperature", "rules", "fallback", "on_error"}
+var kindFields = []string{"description", "match", "options", "min_probability", "min_margin", "option_min", "temperature", "debias", "rules", "fallback", "on_error"}
 
 func (w *walker) kind(n *yaml.Node, path, name string, p *Policy) *kind {
 	k := &kind{name: name, temperature: p.temperature, fallback: action{kind: actAbstain}, onError: action{kind: actError}}
@@ -276,6 +277,10 @@ func (w *walker) kind(n *yaml.Node, path, name string, p *Policy) *kind {
 		case "temperature":
 			if t, ok := w.number(e.val, e.path, 0, 100, true); ok {
 				k.temperature = t
+			}
+		case "debias":
+			if v, ok := w.integer(e.val, e.path, 0, 255); ok {
+				k.debias = int(v)
 			}
 		case "rules":
 			k.rules = w.rules(e.val, e.path, k, p.costLimit)

@@ -71,6 +71,7 @@ kinds:
 		{name: "temperature zero", yaml: "temperature: 0\n", want: []string{"temperature: must be in (0, 100]"}},
 		{name: "temperature string", yaml: "temperature: '1'\n", want: []string{"temperature: must be a number, got a string"}},
 		{name: "temperature nan", yaml: "temperature: .nan\n", want: []string{"temperature: must be a finite number"}},
+		{name: "debias too many", yaml: "kinds: {k: {debias: 300}}\n", want: []string{"kinds.k.debias: must be in [0, 255]"}},
 		{name: "cost limit", yaml: "rule_cost_limit: 0\n", want: []string{"rule_cost_limit: must be in [1,"}},
 		{name: "unknown_kind", yaml: "unknown_kind: maybe\n", want: []string{`unknown_kind: must be "default" or "refuse"`}},
 		{name: "default_kind unknown", yaml: "default_kind: nope\nkinds: {a: {}}\n", want: []string{`default_kind: unknown kind "nope" (kinds: a)`}},

@@ -64,8 +64,15 @@ type Plan struct {
 	// Outcome, when non-nil, settles the decision without the model (a rule
 	// matched, or the caller was refused): do not score it.
 	Outcome *decision.Outcome
-	// Temperature divides the option logits before the softmax.
+	// Temperature is the kind's temperature (its own or the file's
+	// top-level one), 0 when the policy sets none. Before also puts it in
+	// Decision.KindTemperature: the scorer applies it, with the calibration
+	// file and --temperature, by one precedence (see package tune); After
+	// keeps the temperature the result was scored at.
 	Temperature float64
+	// Debias is the kind's option-order rotations, 0 when it sets none
+	// (also in Decision.KindDebias).
+	Debias int
 }
 
 // Default returns the permissive policy: one implicit kind "default" with no
@@ -76,10 +83,9 @@ func Default() *Policy {
 	return &Policy{
 		version:     "default",
 		kinds:       map[string]*kind{},
-		def:         &kind{name: DefaultKind, temperature: 1, fallback: action{kind: actAbstain}, onError: action{kind: actError}},
+		def:         &kind{name: DefaultKind, fallback: action{kind: actAbstain}, onError: action{kind: actError}},
 		unknownKind: "default",
 		costLimit:   DefaultRuleCostLimit,
-		temperature: 1,
 	}
 }
 
@@ -112,7 +118,7 @@ const nilPolicyReason = "no policy is loaded (nil *policy.Policy); use policy.De
 // Outcome is non-nil the decision is settled and must not be scored;
 // otherwise score plan.Decision and pass the result to After.
 func (p *Policy) Before(d decision.Decision, c Caller) Plan {
-	plan := Plan{Decision: d, Temperature: 1}
+	plan := Plan{Decision: d}
 	if p == nil {
 		plan.Outcome = &decision.Outcome{Status: decision.StatusRefused, Step: StepAuthorization, Reason: nilPolicyReason, Policy: p.Version()}
 		return plan
@@ -123,7 +129,8 @@ func (p *Policy) Before(d decision.Decision, c Caller) Plan {
 		plan.Outcome = p.outcome(decision.StatusRefused, StepKind, fmt.Sprintf("kind %q is not configured and unknown_kind is refuse", d.Kind))
 		return plan
 	}
-	plan.Kind, plan.Temperature = k.name, k.temperature
+	plan.Kind, plan.Temperature, plan.Debias = k.name, k.temperature, k.debias
+	plan.Decision.KindTemperature, plan.Decision.KindDebias = k.temperature, k.debias
 	if k.declared != nil {
 		var undeclared []string
 		for _, o := range d.Options {
@@ -306,12 +313,15 @@ func (p *Policy) act(a action, d *decision.Decision, step, reason string) *decis
 	}
 }
 
-// After applies the steps that follow the model: temperature, thresholds,
-// and fallback or on_error. It sets r.Outcome and returns r.
+// After applies the steps that follow the model: thresholds, and fallback
+// or on_error. It sets r.Outcome and returns r.
 //
-// r.Probabilities, r.Temperature, r.Confidence and r.Margin are recomputed
-// from r.OptionLogits with the plan's temperature (from r.Probabilities when
-// the logits are missing). r.Chosen is set to the outcome's option: empty
+// The temperature is the scorer's (r.Temperature; 1 when unset): the
+// kind's temperature reached the scorer through plan.Decision and was
+// applied there, once, by the same precedence for every entry point.
+// r.Probabilities, r.Confidence and r.Margin are recomputed from
+// r.OptionLogits at r.Temperature (r.Probabilities are checked and kept
+// when the logits are missing). r.Chosen is set to the outcome's option: empty
 // unless the outcome names one, so a client that reads only Chosen never
 // acts on an abstained, refused or failed decision. A scoring failure
 // (scoreErr or r.Error), a result that does not fit the plan, or a plan the
@@ -369,9 +379,9 @@ func (p *Policy) After(plan Plan, r decision.Result, scoreErr error) decision.Re
 	if len(ids) == 0 {
 		return bad("the decision has no options")
 	}
-	temp := plan.Temperature
+	temp := r.Temperature
 	if !(temp > 0) || math.IsInf(temp, 0) {
-		temp = k.temperature
+		temp = 1
 	}
 	probs, err := probabilities(r.OptionLogits, r.Probabilities, len(ids), temp)
 	if err != nil {
@@ -459,9 +469,8 @@ func probabilities(logits, probs []float64, n int, temp float64) ([]float64, err
 		if math.Abs(sum-1) > 1e-6 {
 			return nil, fmt.Errorf("probabilities sum to %v", sum)
 		}
-		if temp == 1 {
-			return append([]float64(nil), probs...), nil
-		}
+		// Already at the scorer's temperature: keep them.
+		return append([]float64(nil), probs...), nil
 	default:
 		return nil, fmt.Errorf("%d option_logits and %d probabilities for %d options", len(logits), len(probs), n)
 	}

@@ -48,7 +48,9 @@ func scored(plan policy.Plan, probs ...float64) decision.Result {
 	for i, p := range probs {
 		logits[i] = math.Log(p)
 	}
-	return decision.Result{ID: plan.Decision.ID, OptionIDs: plan.Decision.OptionIDs(), OptionLogits: logits}
+	// The temperature the scorer applied (package tune takes the kind's
+	// from plan.Decision when no calibration file overrides it).
+	return decision.Result{ID: plan.Decision.ID, OptionIDs: plan.Decision.OptionIDs(), OptionLogits: logits, Temperature: plan.Decision.KindTemperature}
 }
 
 const authPolicy = `
@@ -166,7 +168,8 @@ kinds: {a: {}}
 			}
 			if tt.status == "" {
 				require.Nil(t, plan.Outcome, "%+v", plan.Outcome)
-				require.Equal(t, 1.0, plan.Temperature)
+				require.Zero(t, plan.Temperature, "no kind temperature configured")
+				require.Zero(t, plan.Decision.KindTemperature)
 				return
 			}
 			require.NotNil(t, plan.Outcome)
@@ -272,7 +275,7 @@ kinds:
 		}, status: decision.StatusError, step: "on_error", reason: "option_logits[1] is NaN"},
 		{name: "all -Inf logits", p: noThresholds, d: newDecision("q", "x", "a", "b"), result: func(pl policy.Plan) decision.Result { return scored(pl, 0, 0) }, status: decision.StatusError, step: "on_error", reason: "every option has zero probability"},
 		{name: "overflowing logits", p: mustParse(t, "kinds: {default: {temperature: 0.5}}\n"), d: newDecision("q", "x", "a", "b"), result: func(pl policy.Plan) decision.Result {
-			return decision.Result{OptionLogits: []float64{math.MaxFloat64, 0}}
+			return decision.Result{OptionLogits: []float64{math.MaxFloat64, 0}, Temperature: pl.Decision.KindTemperature}
 		}, status: decision.StatusError, step: "on_error", reason: "scores overflow at temperature 0.5"},
 		{name: "probabilities not summing to one", p: noThresholds, d: newDecision("q", "x", "a", "b"), result: func(pl policy.Plan) decision.Result {
 			return decision.Result{Probabilities: []float64{0.9, 0.9}}
@@ -323,23 +326,38 @@ kinds:
 	}
 }
 
-func TestAfterTemperature(t *testing.T) {
+// TestAfterKeepsTheScorersTemperature: Before hands the kind's temperature
+// to the scorer through the plan's decision; After recomputes at the
+// temperature the result was scored at and never applies a second one (the
+// bug where the kind's temperature, default 1, replaced --temperature).
+func TestAfterKeepsTheScorersTemperature(t *testing.T) {
 	t.Parallel()
-	p := mustParse(t, "kinds: {default: {temperature: 2}}\n")
+	p := mustParse(t, "kinds: {default: {temperature: 2, debias: 3}}\n")
 	d := newDecision("q", "x", "a", "b")
 	plan := p.Before(d, policy.Caller{})
 	require.Equal(t, 2.0, plan.Temperature)
-	r := p.After(plan, decision.Result{OptionIDs: []string{"a", "b"}, OptionLogits: []float64{2, 0}, Probabilities: []float64{0.88, 0.12}, Temperature: 1}, nil)
-	// softmax([1, 0]) after dividing by 2.
-	want := 1 / (1 + math.Exp(-1))
+	require.Equal(t, 2.0, plan.Decision.KindTemperature)
+	require.Equal(t, 3, plan.Decision.KindDebias)
+	require.Zero(t, d.KindTemperature, "the caller's decision is not modified")
+	r := p.After(plan, decision.Result{OptionIDs: []string{"a", "b"}, OptionLogits: []float64{2, 0}, Temperature: 2}, nil)
+	want := 1 / (1 + math.Exp(-1)) // softmax([1, 0]): logits divided by 2
 	require.InDelta(t, want, r.Probabilities[0], 1e-12)
-	require.InDelta(t, 1-want, r.Probabilities[1], 1e-12)
 	require.InDelta(t, 2*want-1, r.Margin, 1e-12)
 	require.Equal(t, 2.0, r.Temperature)
 
-	// Without logits the probabilities are tempered the same way.
-	r2 := p.After(plan, decision.Result{Probabilities: []float64{math.Exp(2) / (1 + math.Exp(2)), 1 / (1 + math.Exp(2))}}, nil)
-	require.InDelta(t, want, r2.Probabilities[0], 1e-12)
+	// A result scored at 4 (say, by --temperature under a calibration-free
+	// precedence) stays at 4.
+	r = p.After(plan, decision.Result{OptionIDs: []string{"a", "b"}, OptionLogits: []float64{4, 0}, Temperature: 4}, nil)
+	require.InDelta(t, want, r.Probabilities[0], 1e-12)
+	require.Equal(t, 4.0, r.Temperature)
+
+	// Without logits the probabilities are kept as scored.
+	r = p.After(plan, decision.Result{Probabilities: []float64{0.6, 0.4}, Temperature: 3}, nil)
+	require.Equal(t, []float64{0.6, 0.4}, r.Probabilities)
+
+	// Without a temperature on the result, 1.
+	r = policy.Default().After(policy.Default().Before(d, policy.Caller{}), decision.Result{OptionLogits: []float64{1, 0}}, nil)
+	require.Equal(t, 1.0, r.Temperature)
 }
 
 func TestNilPolicyFailsClosed(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/verdict-dev/verdict/batch"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/policy"
@@ -58,6 +59,10 @@ func runScore(ctx context.Context, args []string) error {
 		return err
 	}
 	defer eng.Close()
+	sc, err := ef.tuned(eng)
+	if err != nil {
+		return err
+	}
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 	if *maxState < 1 {
@@ -66,7 +71,7 @@ func runScore(ctx context.Context, args []string) error {
 	if *maxState > *maxLine {
 		*maxLine = *maxState + 64<<10
 	}
-	failed, err := scoreStream(ctx, eng, pol, decision.Limits{MaxStateBytes: *maxState}, in, out, *maxLine)
+	failed, err := scoreStream(ctx, sc, pol, decision.Limits{MaxStateBytes: *maxState}, in, out, *maxLine)
 	if err != nil {
 		return err
 	}
@@ -79,11 +84,10 @@ func runScore(ctx context.Context, args []string) error {
 
 // scoreStream reads JSONL decisions, scores them in chunks and writes one
 // result per line, in order. A bad line becomes an error result with its
-// line number. It returns how many lines failed.
+// line number; so does a line over maxLine bytes, and reading goes on
+// with the next line. It returns how many lines failed.
 func scoreStream(ctx context.Context, sc engine.Scorer, pol *policy.Policy, limits decision.Limits, in io.Reader, out io.Writer, maxLine int) (int, error) {
-	sr := bufio.NewScanner(in)
-	// The limit is the larger of maxLine and the buffer's capacity.
-	sr.Buffer(make([]byte, 0, min(64<<10, maxLine)), maxLine)
+	lr := batch.NewLineReader(in, maxLine)
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	failed := 0
@@ -124,32 +128,33 @@ func scoreStream(ctx context.Context, sc engine.Scorer, pol *policy.Policy, limi
 		chunk = chunk[:0]
 		return nil
 	}
-	line := 0
-	for sr.Scan() {
-		line++
-		b := sr.Bytes()
-		if len(trimSpace(b)) == 0 {
-			continue
+	for {
+		l, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			break
 		}
-		d, err := decision.ParseSemIfDecision(b, limits)
 		if err != nil {
-			r := lineError(err)
-			chunk = append(chunk, entry{line: line, res: &r})
-		} else {
-			chunk = append(chunk, entry{line: line, d: d})
+			_ = flush()
+			return failed, fmt.Errorf("read line %d: %w", l.No, err)
+		}
+		switch {
+		case l.TooLong:
+			chunk = append(chunk, entry{line: l.No, res: &decision.Result{Error: batch.TooLongError(l.Len, maxLine)}})
+		case len(trimSpace(l.Data)) == 0:
+			continue
+		default:
+			d, err := decision.ParseSemIfDecision(l.Data, limits)
+			if err != nil {
+				chunk = append(chunk, entry{line: l.No, res: &decision.Result{Error: batch.LineError(err)}})
+			} else {
+				chunk = append(chunk, entry{line: l.No, d: d})
+			}
 		}
 		if len(chunk) == scoreChunk {
 			if err := flush(); err != nil {
 				return failed, err
 			}
 		}
-	}
-	if err := sr.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			err = fmt.Errorf("line %d: longer than --max-line-bytes (%d)", line+1, maxLine)
-		}
-		_ = flush()
-		return failed, err
 	}
 	return failed, flush()
 }
@@ -163,22 +168,6 @@ func scoreAll(ctx context.Context, sc engine.Scorer, pol *policy.Policy, ds []de
 	}
 	rs, _ := pol.Apply(ctx, policy.Caller{}, ds, sc.Score)
 	return rs, nil
-}
-
-func lineError(err error) decision.Result {
-	code := "invalid"
-	switch {
-	case errors.Is(err, decision.ErrMalformed):
-		code = "malformed"
-	case errors.Is(err, decision.ErrTooLarge):
-		code = "too_large"
-	}
-	r := decision.Result{Error: &decision.Error{Code: code, Message: err.Error()}}
-	var ve *decision.ValidationError
-	if errors.As(err, &ve) {
-		r.Error.Fields = ve.Errors
-	}
-	return r
 }
 
 func trimSpace(b []byte) []byte {

@@ -83,10 +83,25 @@ func TestScoreStream(t *testing.T) {
 	require.Equal(t, "too_large", rs[0].Error.Code)
 	require.Equal(t, "state", rs[0].Error.Fields[0].Path)
 
-	// A line longer than the limit fails the run with its line number.
+	// A line longer than the limit, first or in the middle, becomes an
+	// error result naming its line; every other line is still scored.
 	out.Reset()
-	_, err = scoreStream(context.Background(), eng, nil, decision.Limits{}, strings.NewReader(good+"\n"+strings.Repeat("x", 200)), &out, 128)
-	require.ErrorContains(t, err, "line 1")
+	long := `{"id":"z","state":"` + strings.Repeat("x", 2000) + `","question":"q?","options":[{"id":"a","description":""},{"id":"b","description":""}]}`
+	failed, err = scoreStream(context.Background(), eng, nil, decision.Limits{}, strings.NewReader(long+"\n"+good+"\n"+long+"\n"+good+"\n"), &out, 1024)
+	require.NoError(t, err)
+	require.Equal(t, 2, failed)
+	rs = scoreLines(t, out.Bytes())
+	require.Len(t, rs, 4)
+	for i, r := range rs {
+		require.Equal(t, i+1, r.Line)
+		if i%2 == 0 {
+			require.Equal(t, "too_large", r.Error.Code)
+			require.Contains(t, r.Error.Message, "--max-line-bytes (1024)")
+		} else {
+			require.Nil(t, r.Error)
+			require.NotEmpty(t, r.Chosen)
+		}
+	}
 }
 
 // TestScoreCommandExamples runs `verdict score` on examples/decisions.jsonl:

@@ -153,7 +153,13 @@ func runServe(ctx context.Context, args []string) error {
 			return
 		}
 		id := eng.Identity()
-		srv.SetScorer(eng, id)
+		sc, err := f.engine.tuned(eng)
+		if err != nil {
+			_ = eng.Close()
+			loadDone <- loaded{err: err}
+			return
+		}
+		srv.SetScorer(sc, id)
 		slog.Info("model loaded", "file", id.File, "sha256", id.SHA256, "name", srv.ModelName(), "seconds", time.Since(start).Seconds())
 		loadDone <- loaded{eng: eng}
 	}()

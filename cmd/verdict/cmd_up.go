@@ -180,11 +180,15 @@ func runUp(ctx context.Context, args []string) error {
 		return fmt.Errorf("load model: %w", err)
 	}
 	res.add(func() { _ = eng.Close() })
+	sc, err := f.engine.tuned(eng)
+	if err != nil {
+		return err
+	}
 	id := eng.Identity()
 	slog.Info("model loaded", "file", id.File, "sha256", id.SHA256, "seconds", time.Since(start).Seconds())
 
 	w, err := worker.New(worker.Config{
-		Queue: q, Scorer: eng, Sinks: []sink.Sink{store}, Policy: holder,
+		Queue: q, Scorer: sc, Sinks: []sink.Sink{store}, Policy: holder,
 		Concurrency: f.concurrency, Visibility: f.visibility, Wait: 5 * time.Second, ShutdownTimeout: f.shutdown,
 		Logger:          slog.Default(),
 		PrefixStatsFunc: func() (int64, int64) { s := eng.Stats(); return s.PrefixHits, s.PrefixMisses },

@@ -23,6 +23,7 @@ import (
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/queue"
 	"github.com/verdict-dev/verdict/sink"
+	"github.com/verdict-dev/verdict/tune"
 	"github.com/verdict-dev/verdict/worker"
 )
 
@@ -419,14 +420,23 @@ func openWorkerEngine(ctx context.Context, wf *workerFlags, ef *engineFlags, set
 			return nil, nil, nil, err
 		}
 		slog.Info("scoring on a SageMaker endpoint", "endpoint", wf.sm.endpoint, "url", wf.sm.url)
-		return s, nil, func() {}, nil
+		cfg, err := ef.tuneConfig("", "") // the remote model's identity: checked on every result
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return tune.New(s, cfg), nil, func() {}, nil
 	}
 	eng, err := ef.open(sageMakerModelDir)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	sc, err := ef.tuned(eng)
+	if err != nil {
+		eng.Close()
+		return nil, nil, nil, err
+	}
 	stats := func() (int64, int64) { s := eng.Stats(); return s.PrefixHits, s.PrefixMisses }
-	return eng, stats, func() { eng.Close() }, nil
+	return sc, stats, func() { eng.Close() }, nil
 }
 
 // checkWorkerFlags validates the numeric flags, naming the flag.

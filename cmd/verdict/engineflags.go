@@ -3,11 +3,16 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
 
+	"github.com/verdict-dev/verdict/calibrate"
+	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
+	"github.com/verdict-dev/verdict/tune"
 )
 
 // engineFlags are the model and engine flags shared by every command that
@@ -27,6 +32,8 @@ type engineFlags struct {
 	flashAttn   string
 	branchBatch int
 	recurrentMB int
+	calibration string
+	debias      int
 }
 
 func (e *engineFlags) register(fs *flag.FlagSet) {
@@ -41,7 +48,9 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&e.seqMax, "seq-max", 0, "KV sequences (branches) at once, 3..256 (default 128; for hybrid/recurrent models sized by --recurrent-memory-mib)")
 	fs.IntVar(&e.recurrentMB, "recurrent-memory-mib", 0, "hybrid/recurrent models (qwen35, …): MiB for all sequences' recurrent states, which sizes --seq-max when it is not given (default 1024)")
 	fs.IntVar(&e.maxPending, "max-pending", 0, "decisions waiting for the engine before it answers busy (default 1024)")
-	fs.Float64Var(&e.temperature, "temperature", 0, "divide option logits by this before the softmax (default 1)")
+	fs.Float64Var(&e.temperature, "temperature", 0, "divide option logits by this before the softmax, unless a calibration file or the policy kind sets one (default 1)")
+	fs.StringVar(&e.calibration, "calibration", "", "calibration file from `verdict calibrate` (refused unless pinned to this model and prompt); its temperature wins over the policy's and --temperature")
+	fs.IntVar(&e.debias, "debias", 0, "score each decision under this many cyclic option orders and average (0 or 1 = off; a request's debias or the policy kind's wins)")
 	fs.BoolVar(&e.noMmap, "no-mmap", false, "read the model into memory instead of mapping it")
 	fs.StringVar(&e.flashAttn, "flash-attn", "auto", "flash attention: auto, on or off")
 	fs.IntVar(&e.branchBatch, "branch-batch", 0, "question-suffix tokens decoded together in one call (default: --batch)")
@@ -66,9 +75,53 @@ func (e *engineFlags) options(path string) llamacpp.Options {
 	return llamacpp.Options{
 		ModelPath: path, SHA256: e.sha256, GPULayers: e.gpuLayers, NoMmap: e.noMmap,
 		Threads: e.threads, ContextSize: e.ctx, BatchSize: e.batch, UBatchSize: e.ubatch,
-		MaxSequences: e.seqMax, MaxPending: e.maxPending, Temperature: e.temperature, FlashAttention: e.flashAttn, BranchBatchTokens: e.branchBatch,
+		MaxSequences: e.seqMax, MaxPending: e.maxPending, Temperature: 1, FlashAttention: e.flashAttn, BranchBatchTokens: e.branchBatch,
 		RecurrentMemory: int64(e.recurrentMB) << 20,
 	}
+}
+
+// tuneConfig checks the temperature and debias flags and loads the
+// calibration file, refusing one pinned to another model or prompt
+// (modelSHA256 or promptVersion empty: not known yet, checked on every
+// result instead).
+func (e *engineFlags) tuneConfig(modelSHA256, promptVersion string) (tune.Config, error) {
+	cfg := tune.Config{Temperature: e.temperature, Debias: e.debias}
+	if e.temperature < 0 || math.IsNaN(e.temperature) || math.IsInf(e.temperature, 0) {
+		return cfg, fmt.Errorf("flag --temperature: must be > 0, got %v", e.temperature)
+	}
+	if e.debias < 0 || e.debias > 255 {
+		return cfg, fmt.Errorf("flag --debias: must be 0..255, got %d", e.debias)
+	}
+	if e.calibration == "" {
+		return cfg, nil
+	}
+	cal, err := calibrate.Load(e.calibration)
+	if err != nil {
+		return cfg, fmt.Errorf("flag --calibration: %w", err)
+	}
+	if err := cal.Check(modelSHA256, promptVersion); err != nil {
+		return cfg, fmt.Errorf("flag --calibration: %w", err)
+	}
+	if e.temperature > 0 {
+		slog.Warn("--temperature is overridden by the calibration file's temperature", "temperature", e.temperature, "calibration", cal.Temperature)
+	}
+	cfg.Calibration = cal
+	return cfg, nil
+}
+
+// tuned wraps a loaded engine with the temperature precedence, the
+// calibration file and debiasing: every command scores through it.
+func (e *engineFlags) tuned(eng *llamacpp.Engine) (*tune.Scorer, error) {
+	id := eng.Identity()
+	pv := ""
+	if id.ChatTemplate != "" {
+		pv = engine.PromptVersion + "/" + id.ChatTemplate
+	}
+	cfg, err := e.tuneConfig(id.SHA256, pv)
+	if err != nil {
+		return nil, err
+	}
+	return tune.New(eng, cfg), nil
 }
 
 // open loads the engine. defaultDir is searched when --model is not given.

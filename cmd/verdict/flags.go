@@ -89,3 +89,25 @@ func (l *logFlags) setup() error {
 	}
 	return nil
 }
+
+// parseInterspersed is parseFlags for commands whose positional arguments
+// may come before flags (`verdict batch IN.jsonl -o OUT.jsonl`): it returns
+// the positional arguments.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, exitCode(0)
+			}
+			return nil, errUsage
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	return pos, parseFlags(fs, nil)
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/verdict-dev/verdict/batch"
+	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/policy"
+)
+
+func init() {
+	register(command{name: "batch", summary: "score a JSONL file of either format offline: grouped by state, resumable, with progress and a summary", runFunc: runBatch})
+}
+
+// batchFlags are the flags of `verdict batch` that `verdict eval --model`
+// shares.
+type batchFlags struct {
+	policyFile string
+	maxLine    int
+	maxState   int
+	window     int
+	chunk      int
+	progress   string
+	every      time.Duration
+}
+
+func (b *batchFlags) register(fs interface {
+	StringVar(*string, string, string, string)
+	IntVar(*int, string, int, string)
+	DurationVar(*time.Duration, string, time.Duration, string)
+}) {
+	fs.StringVar(&b.policyFile, "policy", "", "policy file to apply to each result (see docs/policy.md)")
+	fs.IntVar(&b.maxLine, "max-line-bytes", 1<<20, "longest accepted input line; a longer one becomes an error record")
+	fs.IntVar(&b.maxState, "max-state-bytes", decision.DefaultLimits().MaxStateBytes, "largest accepted state, in bytes")
+	fs.IntVar(&b.window, "window", 1024, "decisions held to group lines that share a state (memory stays flat)")
+	fs.IntVar(&b.chunk, "chunk", 256, "most decisions per engine call")
+	fs.StringVar(&b.progress, "progress", "auto", "progress on stderr: auto (a bar on a terminal, plain lines otherwise), bar, plain or none")
+	fs.DurationVar(&b.every, "progress-interval", 10*time.Second, "time between plain progress lines")
+}
+
+func runBatch(ctx context.Context, args []string) error {
+	fs := newFlagSet("batch", "batch [flags] IN.jsonl -o OUT.jsonl")
+	var ef engineFlags
+	var lf logFlags
+	var bf batchFlags
+	ef.register(fs)
+	lf.register(fs)
+	bf.register(fs)
+	out := fs.String("o", "", "output JSONL file (required): one record per input line, in input order")
+	fs.StringVar(out, "out", "", "long form of -o")
+	resume := fs.Bool("resume", false, "continue an interrupted run: keep OUT's whole records (a torn last line is dropped) and score the lines after them")
+	errFile := fs.String("errors", "", "also write every record with a failure to this file")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := lf.setup(); err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("batch: want one input FILE, got %d", len(pos))
+	}
+	if *out == "" {
+		return fmt.Errorf("flag -o: required")
+	}
+	pol, err := loadPolicy(bf.policyFile)
+	if err != nil {
+		return err
+	}
+	eng, err := ef.open("/opt/ml/model")
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	sc, err := ef.tuned(eng)
+	if err != nil {
+		return err
+	}
+	sum, err := batchFile(ctx, &bf, scoreFunc(sc.Score, pol), pos[0], *out, *errFile, *resume)
+	printSummary(os.Stderr, sum)
+	if err != nil {
+		return err
+	}
+	if sum.Failed > 0 || sum.LinesFailed > 0 {
+		return exitCode(1)
+	}
+	return nil
+}
+
+// scoreFunc scores through the policy when one is given. A whole-call
+// failure (busy, closed) stops an offline run, so it can be resumed.
+func scoreFunc(score batch.ScoreFunc, pol *policy.Policy) batch.ScoreFunc {
+	if pol == nil {
+		return score
+	}
+	return func(ctx context.Context, ds []decision.Decision) ([]decision.Result, error) {
+		rs, err := pol.Apply(ctx, policy.Caller{}, ds, policy.ScoreFunc(score))
+		if err != nil {
+			return nil, err
+		}
+		return rs, nil
+	}
+}
+
+// batchFile runs a batch from the file in to the file out.
+func batchFile(ctx context.Context, bf *batchFlags, score batch.ScoreFunc, in, out, errPath string, resume bool) (batch.Summary, error) {
+	if bf.maxState < 1 {
+		return batch.Summary{}, fmt.Errorf("flag --max-state-bytes: must be at least 1, got %d", bf.maxState)
+	}
+	if bf.window < 1 || bf.chunk < 1 {
+		return batch.Summary{}, fmt.Errorf("flags --window and --chunk: must be at least 1, got %d and %d", bf.window, bf.chunk)
+	}
+	if bf.maxState > bf.maxLine {
+		bf.maxLine = bf.maxState + 64<<10
+	}
+	inf, err := os.Open(in)
+	if err != nil {
+		return batch.Summary{}, err
+	}
+	defer inf.Close()
+	var total int64
+	if st, err := inf.Stat(); err == nil && st.Mode().IsRegular() {
+		total = st.Size()
+	}
+	skip := 0
+	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if resume {
+		if skip, err = batch.Resume(out); err != nil {
+			return batch.Summary{}, fmt.Errorf("flag --resume: %w", err)
+		}
+		if errPath != "" {
+			if err := batch.TrimAfter(errPath, skip); err != nil {
+				return batch.Summary{}, fmt.Errorf("flag --errors: %w", err)
+			}
+		}
+		flags = os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	}
+	outf, err := os.OpenFile(out, flags, 0o644)
+	if err != nil {
+		return batch.Summary{}, fmt.Errorf("flag -o: %w", err)
+	}
+	defer outf.Close()
+	cfg := batch.Config{Score: score, Limits: decision.Limits{MaxStateBytes: bf.maxState}, MaxLineBytes: bf.maxLine,
+		Window: bf.window, Chunk: bf.chunk, Skip: skip, TotalBytes: total}
+	if errPath != "" {
+		ef, err := os.OpenFile(errPath, flags, 0o644)
+		if err != nil {
+			return batch.Summary{}, fmt.Errorf("flag --errors: %w", err)
+		}
+		defer ef.Close()
+		cfg.Errors = ef
+	}
+	switch bf.progress {
+	case "auto":
+		if term.IsTerminal(int(os.Stderr.Fd())) {
+			cfg.Progress = batch.NewBar(os.Stderr, total)
+		} else {
+			cfg.Progress = &batch.Plain{W: os.Stderr, Every: bf.every}
+		}
+	case "bar":
+		cfg.Progress = batch.NewBar(os.Stderr, total)
+	case "plain":
+		cfg.Progress = &batch.Plain{W: os.Stderr, Every: bf.every}
+	case "none":
+	default:
+		return batch.Summary{}, fmt.Errorf("flag --progress: bad value %q (want auto, bar, plain or none)", bf.progress)
+	}
+	sum, err := batch.Run(ctx, cfg, inf, outf)
+	if cerr := outf.Sync(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return sum, err
+}
+
+func printSummary(w io.Writer, s batch.Summary) {
+	var st []string
+	for k, v := range s.Status {
+		st = append(st, fmt.Sprintf("%s %d", k, v))
+	}
+	sort.Strings(st)
+	fmt.Fprintf(w, "verdict batch: %d lines (%d failed to parse, %d resumed), %d decisions (%d failed) in %s, %.1f decisions/s; status: %s; tokens %d, evaluated %d, saved by prefix reuse %d\n",
+		s.Lines, s.LinesFailed, s.Resumed, s.Decisions, s.Failed, s.Elapsed.Round(time.Millisecond), s.PerSecond(), strings.Join(st, ", "), s.TokensInput, s.TokensEvaluated, s.TokensSaved)
+}

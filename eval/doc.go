@@ -1,0 +1,10 @@
+// Package eval measures scored decisions against gold labels: accuracy,
+// balanced accuracy, valid rate, latency percentiles, expected calibration
+// error over equal-width bins, Brier score, negative log-likelihood,
+// position bias and a coverage-versus-accuracy table, broken down by family
+// and question type, as text, JSON or a reliability diagram (SVG).
+//
+// ReadGold and ReadFamilies read the JevBench-240 layout (gold.jsonl and
+// the domains of cases.jsonl); Join matches `verdict batch` records with
+// the gold labels; Evaluate computes the Report.
+package eval
