@@ -1,6 +1,7 @@
 package calibrate
 
 import (
+	"github.com/verdict-dev/verdict/engine"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -15,23 +16,8 @@ type Sample struct {
 	Gold   int
 }
 
-// Probs returns softmax(logits/T).
-func Probs(logits []float64, t float64) []float64 {
-	m := math.Inf(-1)
-	for _, x := range logits {
-		m = math.Max(m, x/t)
-	}
-	out := make([]float64, len(logits))
-	s := 0.0
-	for i, x := range logits {
-		out[i] = math.Exp(x/t - m)
-		s += out[i]
-	}
-	for i := range out {
-		out[i] /= s
-	}
-	return out
-}
+// Probs returns softmax(logits/T), the engine's own readout.
+func Probs(logits []float64, t float64) []float64 { return engine.Softmax(logits, t) }
 
 // NLL is the mean negative log-likelihood of the gold options at
 // temperature t.

@@ -169,15 +169,9 @@ func Synth(path string, o SynthOptions) error {
 		"llama.rope.dimension_count":             uint32(headDim),
 		"llama.rope.freq_base":                   float32(10000),
 		"llama.vocab_size":                       uint32(nVocab),
-		"tokenizer.ggml.model":                   "llama",
-		"tokenizer.ggml.tokens":                  tokens,
-		"tokenizer.ggml.scores":                  scores,
-		"tokenizer.ggml.token_type":              types,
-		"tokenizer.ggml.bos_token_id":            uint32(1),
-		"tokenizer.ggml.eos_token_id":            uint32(2),
-		"tokenizer.ggml.unknown_token_id":        uint32(0),
-		"tokenizer.ggml.add_bos_token":           true,
-		"tokenizer.ggml.add_eos_token":           false,
+	}
+	for k, v := range ownTokenizerKV(tokens, scores, types) {
+		kv[k] = v
 	}
 	if vocab != nil {
 		vocab.apply(kv)
@@ -416,4 +410,20 @@ func buildVocab(size int, specials []string) (tokens []string, scores []float32,
 		}
 	}
 	return tokens, scores, types
+}
+
+// ownTokenizerKV are the tokenizer keys of verdict's own SentencePiece
+// vocabulary (see buildVocab).
+func ownTokenizerKV(tokens []string, scores []float32, types []int32) map[string]any {
+	return map[string]any{
+		"tokenizer.ggml.model":            "llama",
+		"tokenizer.ggml.tokens":           tokens,
+		"tokenizer.ggml.scores":           scores,
+		"tokenizer.ggml.token_type":       types,
+		"tokenizer.ggml.bos_token_id":     uint32(1),
+		"tokenizer.ggml.eos_token_id":     uint32(2),
+		"tokenizer.ggml.unknown_token_id": uint32(0),
+		"tokenizer.ggml.add_bos_token":    true,
+		"tokenizer.ggml.add_eos_token":    false,
+	}
 }

@@ -151,17 +151,7 @@ func synthQwen35(path string, o SynthOptions) error {
 	} else {
 		tokens, scores, types := buildVocab(sh.Vocab, chatSpecials[o.Chat])
 		nVocab = len(tokens)
-		for k, v := range map[string]any{
-			"tokenizer.ggml.model":            "llama",
-			"tokenizer.ggml.tokens":           tokens,
-			"tokenizer.ggml.scores":           scores,
-			"tokenizer.ggml.token_type":       types,
-			"tokenizer.ggml.bos_token_id":     uint32(1),
-			"tokenizer.ggml.eos_token_id":     uint32(2),
-			"tokenizer.ggml.unknown_token_id": uint32(0),
-			"tokenizer.ggml.add_bos_token":    true,
-			"tokenizer.ggml.add_eos_token":    false,
-		} {
+		for k, v := range ownTokenizerKV(tokens, scores, types) {
 			kv[k] = v
 		}
 		kv["general.description"] = "verdict synthetic model with random weights and verdict's own SentencePiece vocabulary"
