@@ -1,11 +1,11 @@
 package calibrate
 
 import (
-	"github.com/verdict-dev/verdict/engine"
 	"math"
 	"math/rand/v2"
 	"sort"
 
+	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/eval"
 )
 
