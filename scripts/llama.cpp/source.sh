@@ -81,7 +81,7 @@ if [ -n "${LLAMA_SRC:-}" ]; then
 	fi
 else
 	got=""
-	if command -v npm >/dev/null 2>&1; then
+	if [ -n "$NPM" ] && command -v npm >/dev/null 2>&1; then
 		mkdir -p "$CACHE"
 		tgz="$(ls "$CACHE"/node-llama-cpp-*.tgz 2>/dev/null | head -1 || true)"
 		if [ -z "$tgz" ]; then
