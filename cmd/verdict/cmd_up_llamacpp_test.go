@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/verdict-dev/verdict/engine/llamacpp"
 
 	"github.com/verdict-dev/verdict/sink"
 )
@@ -33,15 +34,38 @@ type upProcess struct {
 	done chan error
 }
 
-// buildVerdict builds the command with llama.cpp, as `make build` does
-// (the test runs under the Makefile's CGO flags and -tags llamacpp).
+// buildVerdict builds the command with llama.cpp, as `make build` does:
+// the test runs under the Makefile's CGO flags, and the binary gets the
+// build tags of the route this test binary was built for. It is built once
+// per test binary.
 func buildVerdict(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "verdict")
-	cmd := exec.Command("go", "build", "-tags", "llamacpp", "-o", bin, ".")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return bin
+	builtVerdict.once.Do(func() {
+		dir, err := os.MkdirTemp("", "verdict-bin")
+		if err != nil {
+			builtVerdict.err = err
+			return
+		}
+		bin := filepath.Join(dir, "verdict")
+		tags := "llamacpp"
+		if llamacpp.Route == llamacpp.RouteUpstream {
+			tags = "llamacpp,upstream"
+		}
+		out, err := exec.Command("go", "build", "-tags", tags, "-o", bin, ".").CombinedOutput()
+		if err != nil {
+			builtVerdict.err = fmt.Errorf("go build -tags %s: %v: %s", tags, err, out)
+			return
+		}
+		builtVerdict.path = bin
+	})
+	require.NoError(t, builtVerdict.err)
+	return builtVerdict.path
+}
+
+var builtVerdict struct {
+	once sync.Once
+	path string
+	err  error
 }
 
 // startUp starts `verdict up` on a free port and waits for its listening
@@ -282,4 +306,13 @@ func TestRunExamplesScript(t *testing.T) {
 	}
 	require.Contains(t, string(out), "decided")
 	require.Contains(t, string(out), "verdict up stopped cleanly")
+}
+
+// TestMain removes the binary that buildVerdict built once for all tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtVerdict.path != "" {
+		os.RemoveAll(filepath.Dir(builtVerdict.path))
+	}
+	os.Exit(code)
 }

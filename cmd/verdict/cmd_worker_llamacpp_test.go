@@ -47,9 +47,7 @@ func TestWorkerCommandSQS(t *testing.T) {
 	dir := t.TempDir()
 	modelPath := filepath.Join(dir, "tiny.gguf")
 	require.NoError(t, model.Synth(modelPath, model.SynthOptions{Shape: "tiny", Seed: 1}))
-	bin := filepath.Join(dir, "verdict")
-	out, err := exec.Command("go", "build", "-tags", "llamacpp", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	bin := buildVerdict(t)
 
 	cmd := exec.Command(bin, "worker", "--log-format", "json")
 	cmd.Env = append(os.Environ(),
