@@ -110,23 +110,6 @@ func initBackend() {
 	})
 }
 
-// Device is a ggml compute device registered in this process.
-type Device struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	Kind        string `json:"kind"` // cpu, gpu, accel or other
-}
-
-// BuildInfo says what llama.cpp this binary links and what it can run on.
-type BuildInfo struct {
-	Route    string   `json:"route"`     // module or upstream
-	LlamaCpp string   `json:"llama_cpp"` // version of the linked llama.cpp
-	Devices  []Device `json:"devices"`
-	// CPUFeatures is llama.cpp's system info line: the SIMD features the
-	// CPU backend was compiled with (AVX2 = 1 | …).
-	CPUFeatures string `json:"cpu_features"`
-}
-
 // Info initialises the backends (loading extra ones from
 // VERDICT_GGML_LIB_PATH) and describes the build.
 func Info() BuildInfo {

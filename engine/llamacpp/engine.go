@@ -116,7 +116,6 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	recurrent := m.IsRecurrent() || m.IsHybrid()
 	memory := "kv"
 	switch {
 	case m.IsHybrid():
@@ -124,6 +123,7 @@ func New(opts Options) (*Engine, error) {
 	case m.IsRecurrent():
 		memory = "recurrent"
 	}
+	recurrent := memory != "kv"
 	var stateBytes int
 	if recurrent {
 		// Every sequence id owns one recurrent state: size n_seq_max from

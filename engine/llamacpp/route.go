@@ -21,6 +21,24 @@ const (
 	UpstreamLlamaCppVersion = "llama.cpp " + upstreamPin
 )
 
+// Device is a ggml compute device registered in this process.
+type Device struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Kind        string `json:"kind"` // cpu, gpu, accel or other
+}
+
+// BuildInfo says what llama.cpp a binary links and what it can run on
+// (Info returns it; empty in a build without llama.cpp).
+type BuildInfo struct {
+	Route    string   `json:"route"`     // module or upstream
+	LlamaCpp string   `json:"llama_cpp"` // version of the linked llama.cpp
+	Devices  []Device `json:"devices"`
+	// CPUFeatures is llama.cpp's system info line: the SIMD features the
+	// CPU backend was compiled with (AVX2 = 1 | …).
+	CPUFeatures string `json:"cpu_features"`
+}
+
 // ErrUnknownArchitecture: the model's architecture is not one this build's
 // llama.cpp can load.
 var ErrUnknownArchitecture = errors.New("llamacpp: unknown model architecture")

@@ -18,21 +18,6 @@ const Route = ""
 // Info describes a build without llama.cpp.
 func Info() BuildInfo { return BuildInfo{} }
 
-// BuildInfo says what llama.cpp a binary links; empty in this build.
-type BuildInfo struct {
-	Route       string   `json:"route"`
-	LlamaCpp    string   `json:"llama_cpp"`
-	Devices     []Device `json:"devices"`
-	CPUFeatures string   `json:"cpu_features"`
-}
-
-// Device is a ggml compute device.
-type Device struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	Kind        string `json:"kind"`
-}
-
 // Engine is unavailable in builds without the llamacpp tag.
 type Engine struct{}
 
