@@ -14,6 +14,9 @@ import (
 // chat family is appended ("verdict-v1/chatml").
 const PromptVersion = "verdict-v1"
 
+// PromptVersionOf is the prompt_version of prompts rendered for family.
+func PromptVersionOf(family ChatFamily) string { return PromptVersion + "/" + string(family) }
+
 // ChatFamily is a chat-template family verdict can wrap prompts in.
 type ChatFamily string
 
@@ -148,7 +151,7 @@ func Render(d *decision.Decision, family ChatFamily) Prompt {
 	}
 	tail.WriteString("\nReply with the label of the single best option.")
 
-	p := Prompt{Version: PromptVersion + "/" + string(family), Labels: labels}
+	p := Prompt{Version: PromptVersionOf(family), Labels: labels}
 	plain := func(s string) Segment { return Segment{Text: s} }
 	special := func(s string) Segment { return Segment{Text: s, Special: true} }
 	switch family {
@@ -175,7 +178,7 @@ func Render(d *decision.Decision, family ChatFamily) Prompt {
 			plain(tail.String()), special("<|end|>"), plain("\n"), special("<|assistant|>"), plain("\n")}
 		p.BareLabel = true
 	default:
-		p.Version = PromptVersion + "/" + string(ChatPlain)
+		p.Version = PromptVersionOf(ChatPlain)
 		p.Segments = []Segment{plain(head.String()), plain(tail.String() + "\nAnswer:")}
 	}
 	// The state block ends with the segment that holds head.

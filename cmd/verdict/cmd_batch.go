@@ -75,15 +75,11 @@ func runBatch(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	eng, err := ef.open("/opt/ml/model")
+	eng, sc, err := ef.openTuned("/opt/ml/model")
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
-	sc, err := ef.tuned(eng)
-	if err != nil {
-		return err
-	}
 	sum, err := batchFile(ctx, &bf, scoreFunc(sc.Score, pol), pos[0], *out, *errFile, *resume)
 	printSummary(os.Stderr, sum)
 	if err != nil {

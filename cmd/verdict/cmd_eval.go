@@ -65,15 +65,11 @@ func labeled(ctx context.Context, l *labeledFlags, ef *engineFlags, bf *batchFla
 			out = f.Name()
 			defer os.Remove(out)
 		}
-		eng, err := ef.open("/opt/ml/model")
+		eng, sc, err := ef.openTuned("/opt/ml/model")
 		if err != nil {
 			return eval.Matched{}, err
 		}
 		defer eng.Close()
-		sc, err := ef.tuned(eng)
-		if err != nil {
-			return eval.Matched{}, err
-		}
 		pol, err := loadPolicy(bf.policyFile)
 		if err != nil {
 			return eval.Matched{}, err

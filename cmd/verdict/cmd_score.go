@@ -54,15 +54,11 @@ func runScore(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	eng, err := ef.open("/opt/ml/model")
+	eng, sc, err := ef.openTuned("/opt/ml/model")
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
-	sc, err := ef.tuned(eng)
-	if err != nil {
-		return err
-	}
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 	if *maxState < 1 {

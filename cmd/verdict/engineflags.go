@@ -115,13 +115,29 @@ func (e *engineFlags) tuned(eng *llamacpp.Engine) (*tune.Scorer, error) {
 	id := eng.Identity()
 	pv := ""
 	if id.ChatTemplate != "" {
-		pv = engine.PromptVersion + "/" + id.ChatTemplate
+		pv = engine.PromptVersionOf(engine.ChatFamily(id.ChatTemplate))
 	}
 	cfg, err := e.tuneConfig(id.SHA256, pv)
 	if err != nil {
 		return nil, err
 	}
 	return tune.New(eng, cfg), nil
+}
+
+// openTuned loads the engine and wraps it in the flags' temperature,
+// calibration and debias settings: the scorer of the offline commands.
+// The caller closes the engine.
+func (e *engineFlags) openTuned(defaultDir string) (*llamacpp.Engine, *tune.Scorer, error) {
+	eng, err := e.open(defaultDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	sc, err := e.tuned(eng)
+	if err != nil {
+		eng.Close()
+		return nil, nil, err
+	}
+	return eng, sc, nil
 }
 
 // open loads the engine. defaultDir is searched when --model is not given.
