@@ -33,11 +33,13 @@ TAGS       ?= llamacpp
 OLLAMA_DIR := $(shell $(GO) mod download github.com/ollama/ollama >/dev/null 2>&1; $(GO) list -m -f '{{.Dir}}' github.com/ollama/ollama 2>/dev/null)
 export CGO_CPPFLAGS := -I$(OLLAMA_DIR)/llama/llama.cpp/include -I$(OLLAMA_DIR)/ml/backend/ggml/ggml/include
 LLAMA_DEP  := llama-src
+BUILD_DEP  :=
 else ifeq ($(LLAMA),upstream)
 TAGS       ?= llamacpp,upstream
 export CGO_CPPFLAGS := -I$(LLAMA_PREFIX)/include
 export CGO_LDFLAGS  := -L$(LLAMA_PREFIX)/lib $(LLAMA_LIBS) -lstdc++ -lm -fopenmp -lpthread
 LLAMA_DEP  := llama-lib
+BUILD_DEP  := llama-lib
 else
 $(error LLAMA=$(LLAMA): want module or upstream)
 endif
@@ -51,7 +53,7 @@ help:
 
 ## build: build bin/verdict with embedded llama.cpp (LLAMA=module|upstream, CPU_TARGET=native)
 .PHONY: build
-build: $(if $(filter upstream,$(LLAMA)),llama-lib)
+build: $(BUILD_DEP)
 	$(GO) build -tags $(TAGS) -o $(BIN)/verdict ./cmd/verdict
 
 ## llama-src: fetch the pinned upstream llama.cpp source (verified by tree hash) into LLAMA_DIR
