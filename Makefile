@@ -19,9 +19,29 @@ LLAMA_DIR  ?= $(DATA)/llama.cpp
 # Packages with concurrency, also tested under the race detector.
 RACE_PKGS  ?= ./engine/... ./worker/... ./queue/... ./sink/... ./router/... ./server/... ./lambda/...
 
+# LLAMA_LINK (upstream route): static — one self-contained binary (the
+# default); dynamic — shared libllama/ggml with ggml's backends as modules
+# loaded at start from beside libggml (the images: `make dist`).
+LLAMA_LINK ?= static
+# GPU=cuda adds ggml's CUDA backend for CUDA_ARCHS (the SageMaker GPU
+# families: T4 75, A10G 86, L4/L40S 89, H100/H200 90); it needs nvcc.
+GPU        ?=
+CUDA_ARCHS ?= 75;86;89;90
+CUDA_HOME  ?= /usr/local/cuda
+
 LLAMA_TREE   := $(shell sed -n 's/^tree=//p' scripts/llama.cpp/pin | cut -c1-12)
-LLAMA_PREFIX ?= $(abspath $(LLAMA_DIR))/$(LLAMA_TREE)-$(CPU_TARGET)
-LLAMA_LIBS   ?= -lllama -lggml -lggml-cpu -lggml-base
+# The same name scripts/llama.cpp/build.sh gives the configuration.
+LLAMA_CONFIG := $(LLAMA_TREE)-$(CPU_TARGET)$(if $(filter dynamic,$(LLAMA_LINK)),-dl)$(if $(GPU),-$(GPU)-$(subst ;,_,$(CUDA_ARCHS)))
+LLAMA_PREFIX ?= $(abspath $(LLAMA_DIR))/$(LLAMA_CONFIG)
+ifeq ($(LLAMA_LINK),static)
+LLAMA_LIBS   ?= -lllama -lggml -lggml-cpu $(if $(GPU),-lggml-cuda) -lggml-base $(if $(GPU),-L$(CUDA_HOME)/lib64 -lcudart -lcublas -lcublasLt -lcuda)
+else ifeq ($(LLAMA_LINK),dynamic)
+# Backend modules are loaded at run time, never linked. The binary finds
+# the libraries in ../lib beside it (dist/) or in the prefix (tests).
+LLAMA_LIBS   ?= -lllama -lggml -lggml-base -Wl,-rpath,$$ORIGIN/../lib -Wl,-rpath,$(LLAMA_PREFIX)/lib
+else
+$(error LLAMA_LINK=$(LLAMA_LINK): want static or dynamic)
+endif
 # Tests with real tokenizers read llama.cpp's vocab-only GGUFs from here.
 export VERDICT_LLAMA_SRC := $(abspath $(LLAMA_DIR))/src
 
@@ -64,7 +84,32 @@ llama-src:
 ## llama-lib: build the pinned upstream libllama + ggml with CMake (CPU_TARGET) into LLAMA_DIR
 .PHONY: llama-lib
 llama-lib:
-	@LLAMA_DIR=$(LLAMA_DIR) LLAMA_PREFIX=$(LLAMA_PREFIX) CPU_TARGET=$(CPU_TARGET) scripts/llama.cpp/build.sh >/dev/null
+	@LLAMA_DIR=$(LLAMA_DIR) LLAMA_PREFIX=$(LLAMA_PREFIX) CPU_TARGET=$(CPU_TARGET) LINK=$(LLAMA_LINK) GPU=$(GPU) CUDA_ARCHS='$(CUDA_ARCHS)' scripts/llama.cpp/build.sh >/dev/null
+
+## image-deps: the images' build-stage tools (CMake, Ninja, git, CA certificates); installs what is missing
+.PHONY: image-deps
+image-deps:
+	@scripts/image/build-deps.sh
+
+## dist: the images' files in DIST (bin/verdict, lib/ with libllama, ggml and its backend modules): the upstream route, LLAMA_LINK=dynamic, CPU_TARGET (x86-64-v3 in the images), GPU=cuda adds CUDA
+DIST ?= dist
+.PHONY: dist
+dist:
+	@$(MAKE) --no-print-directory dist/files LLAMA=upstream LLAMA_LINK=dynamic
+
+.PHONY: dist/files
+dist/files: llama-lib
+	@test "$(LLAMA)/$(LLAMA_LINK)" = upstream/dynamic || { echo "dist: use make dist (upstream route, dynamic link)" >&2; exit 2; }
+	rm -rf $(DIST) && mkdir -p $(DIST)/bin $(DIST)/lib
+	$(GO) build -tags $(TAGS) -trimpath -ldflags='-s -w' -o $(DIST)/bin/verdict ./cmd/verdict
+	cp -a $(LLAMA_PREFIX)/lib/*.so* $(DIST)/lib/
+	@echo "dist: $(DIST) ($$(du -sh $(DIST) | cut -f1)): $$(cd $(DIST) && ls bin lib | tr '\n' ' ')"
+
+## image-steps: every step of Dockerfile (IMAGE=cpu) or Dockerfile.gpu (IMAGE=gpu) that runs without Docker, then the SageMaker start check on the result (DIST)
+IMAGE ?= cpu
+.PHONY: image-steps
+image-steps:
+	scripts/image/steps.sh $(IMAGE)
 
 ## run: the main job — build, synthesize a model if none is given, score examples/
 .PHONY: run

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 // loads a model (score, batch, eval, bench, worker, serve, up).
 type engineFlags struct {
 	model       string
+	modelDir    string
 	sha256      string
 	threads     int
 	gpuLayers   int
@@ -37,11 +39,12 @@ type engineFlags struct {
 }
 
 func (e *engineFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&e.model, "model", "", "GGUF model file (default: the first .gguf under /opt/ml/model, if any)")
+	fs.StringVar(&e.model, "model", "", "GGUF model file (default: the first .gguf under --model-dir, if any)")
+	fs.StringVar(&e.modelDir, "model-dir", sageMakerModelDir, "folder searched for a .gguf when --model is not given (SageMaker puts the model here)")
 	fs.StringVar(&e.model, "m", "", "shorthand for --model")
 	fs.StringVar(&e.sha256, "model-sha256", "", "refuse to load a model whose sha256 differs (default: <model>.sha256 manifest if present)")
 	fs.IntVar(&e.threads, "threads", 0, "decode threads (default: number of physical cores)")
-	fs.IntVar(&e.gpuLayers, "gpu-layers", 0, "layers to offload to a GPU (-1 = all)")
+	fs.IntVar(&e.gpuLayers, "gpu-layers", -1, "layers to offload to a GPU: -1 = all when a GPU backend and device are present, 0 = CPU only, N = the first N (the result's model.backend names the device used)")
 	fs.IntVar(&e.ctx, "ctx", 0, "context size in tokens (default 8192)")
 	fs.IntVar(&e.batch, "batch", 0, "tokens per llama_decode call (default 2048)")
 	fs.IntVar(&e.ubatch, "ubatch", 0, "physical micro-batch (default 512)")
@@ -57,10 +60,17 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 }
 
 // modelPath returns the model to load: --model, else the first .gguf
-// under dir (SageMaker puts models in /opt/ml/model).
+// under --model-dir (SageMaker puts models in /opt/ml/model) when the
+// command searches one (dir != "").
 func (e *engineFlags) modelPath(dir string) (string, error) {
 	if e.model != "" {
 		return e.model, nil
+	}
+	if dir == "" {
+		return "", errors.New("flag --model: required")
+	}
+	if e.modelDir != "" {
+		dir = e.modelDir
 	}
 	matches, _ := filepath.Glob(filepath.Join(dir, "*.gguf"))
 	sort.Strings(matches)
@@ -70,10 +80,30 @@ func (e *engineFlags) modelPath(dir string) (string, error) {
 	return matches[0], nil
 }
 
+// gpuLayersFor resolves --gpu-layers against the devices this build
+// found: offloading with no GPU device is running on the CPU, and saying
+// so keeps flash attention's "auto" (on only with a GPU) truthful. An
+// explicit request that cannot be met is logged; the result's
+// model.backend names the CPU.
+func gpuLayersFor(layers int, devs []llamacpp.Device) int {
+	if layers == 0 || layers < -1 {
+		return layers // 0, or a bad value for the engine's check to name
+	}
+	for _, d := range devs {
+		if d.Kind == "gpu" {
+			return layers
+		}
+	}
+	if layers > 0 {
+		slog.Warn("--gpu-layers asks for offload but this build found no GPU device; running on the CPU", "gpu_layers", layers)
+	}
+	return 0
+}
+
 // options turns the flags into engine options.
 func (e *engineFlags) options(path string) llamacpp.Options {
 	return llamacpp.Options{
-		ModelPath: path, SHA256: e.sha256, GPULayers: e.gpuLayers, NoMmap: e.noMmap,
+		ModelPath: path, SHA256: e.sha256, GPULayers: gpuLayersFor(e.gpuLayers, llamacpp.Info().Devices), NoMmap: e.noMmap,
 		Threads: e.threads, ContextSize: e.ctx, BatchSize: e.batch, UBatchSize: e.ubatch,
 		MaxSequences: e.seqMax, MaxPending: e.maxPending, Temperature: 1, FlashAttention: e.flashAttn, BranchBatchTokens: e.branchBatch,
 		RecurrentMemory: int64(e.recurrentMB) << 20,

@@ -4,6 +4,7 @@ package llamacpp
 
 /*
 #cgo CXXFLAGS: -std=c++17
+#cgo CFLAGS: -D_GNU_SOURCE
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -97,7 +98,9 @@ var backendOnce sync.Once
 
 // initBackend initialises llama.cpp once per process and routes its logs
 // through slog at debug level. When VERDICT_GGML_LIB_PATH names a folder,
-// ggml backends there (CUDA, …) are loaded too.
+// ggml backends there (CUDA, …) are loaded first. A build with loadable
+// backends (LINK=dynamic) then loads the modules beside libggml: the CPU
+// one, and CUDA's where the image ships it.
 func initBackend() {
 	backendOnce.Do(func() {
 		C.verdict_log_setup()
@@ -105,6 +108,9 @@ func initBackend() {
 			cdir := C.CString(dir)
 			C.ggml_backend_load_all_from_path(cdir)
 			C.free(unsafe.Pointer(cdir))
+		}
+		if C.verdict_load_backends() == 0 {
+			slog.Error("llama.cpp: no ggml backend could be loaded (a LINK=dynamic build looks beside libggml and in the executable's folder; VERDICT_GGML_LIB_PATH names another)")
 		}
 		C.llama_backend_init()
 	})

@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
-# Build the pinned upstream llama.cpp (libllama + ggml, static, CPU
-# backend; CUDA with GPU=cuda) with CMake and install it into a prefix that
-# cgo links against. Prints the prefix.
+# Build the pinned upstream llama.cpp (libllama + ggml, CPU backend; CUDA
+# with GPU=cuda) with CMake and install it into a prefix that cgo links
+# against. Prints the prefix.
 #
 #   scripts/llama.cpp/build.sh            # native CPU, into $LLAMA_DIR/<tree>-native
 #   CPU_TARGET=x86-64-v3 scripts/llama.cpp/build.sh
-#   GPU=cuda CUDA_ARCHS="75;86;89;90" scripts/llama.cpp/build.sh
+#   LINK=dynamic CPU_TARGET=x86-64-v3 scripts/llama.cpp/build.sh   # the images' libraries
+#   LINK=dynamic GPU=cuda CUDA_ARCHS="75;86;89;90" scripts/llama.cpp/build.sh
+#
+# LINK=static (the default) gives static archives: one self-contained
+# binary. LINK=dynamic gives shared libraries with ggml's backends as
+# loadable modules (GGML_BACKEND_DL): libggml-cpu.so, and libggml-cuda.so
+# with GPU=cuda. The binary is the same for both; at start it loads the
+# backends it finds beside it (lib/ next to bin/), so a CPU image and a GPU
+# image differ only by the modules they ship. GPU=cuda needs LINK=dynamic
+# only in that the CUDA module can then be added to a binary built where
+# there is no CUDA (scripts/gpu-check.sh); static CUDA builds work too.
 #
 # CPU_TARGET maps onto ggml's CPU options: native → GGML_NATIVE; x86-64-v2,
 # -v3, -v4 → the matching GGML_SSE42/AVX/AVX2/FMA/F16C/BMI2/AVX512 set;
@@ -20,6 +30,7 @@ TREE="$(sed -n 's/^tree=//p' "$here/pin")"
 LLAMA_DIR="${LLAMA_DIR:-${DATA:-.verdict}/llama.cpp}"
 CPU_TARGET="${CPU_TARGET:-native}"
 GPU="${GPU:-}"
+LINK="${LINK:-static}"
 CUDA_ARCHS="${CUDA_ARCHS:-75;86;89;90}"
 JOBS="${JOBS:-$(nproc)}"
 
@@ -38,7 +49,12 @@ fi
 src="$("$here/source.sh" "${LLAMA_SRC_DIR:-$LLAMA_DIR/src}")"
 src="$(cd "$src" && pwd)"
 
-flags=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON
+case "$LINK" in
+static) shared=OFF ;;
+dynamic) shared=ON ;;
+*) echo "llama.cpp build: LINK=$LINK is not known (static or dynamic)" >&2; exit 2 ;;
+esac
+flags=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=$shared -DCMAKE_POSITION_INDEPENDENT_CODE=ON
 	-DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF
 	-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_APP=OFF
 	-DGGML_CCACHE=OFF -DGGML_OPENMP=ON)
@@ -50,6 +66,11 @@ x86-64-v4) flags+=(-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=O
 *) flags+=(-DGGML_NATIVE=OFF "-DCMAKE_C_FLAGS=-march=$CPU_TARGET" "-DCMAKE_CXX_FLAGS=-march=$CPU_TARGET") ;;
 esac
 name="${TREE:0:12}-$CPU_TARGET"
+if [ "$LINK" = dynamic ]; then
+	# $ORIGIN: each library finds the others in its own directory.
+	flags+=(-DGGML_BACKEND_DL=ON '-DCMAKE_INSTALL_RPATH=$ORIGIN' -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON)
+	name="$name-dl"
+fi
 case "$GPU" in
 "") ;;
 cuda)
@@ -73,13 +94,35 @@ echo "llama.cpp build: cmake ${flags[*]}" >&2
 start=$(date +%s)
 cmake -S "$src" -B "$build" "${gen[@]}" "${flags[@]}" "-DCMAKE_INSTALL_PREFIX=$prefix" >"$build.log" 2>&1 ||
 	{ tail -40 "$build.log" >&2; exit 1; }
-cmake --build "$build" -j "$JOBS" --target llama >>"$build.log" 2>&1 || { tail -40 "$build.log" >&2; exit 1; }
+targets=(llama)
+# Backend modules are not dependencies of libllama when they are loaded
+# at run time: name them.
+if [ "$LINK" = dynamic ]; then
+	targets+=(ggml-cpu)
+	[ "$GPU" = cuda ] && targets+=(ggml-cuda)
+fi
+cmake --build "$build" -j "$JOBS" --target "${targets[@]}" >>"$build.log" 2>&1 || { tail -40 "$build.log" >&2; exit 1; }
 cmake --install "$build" >>"$build.log" 2>&1 || { tail -40 "$build.log" >&2; exit 1; }
+# ggml installs backend modules into bin/; verdict loads them from beside
+# libggml, so they go to lib/ with the libraries.
+if [ "$LINK" = dynamic ]; then
+	for m in "$prefix"/bin/libggml-*.so; do
+		[ -e "$m" ] && mv -f "$m" "$prefix/lib/"
+	done
+fi
 # Everything cgo needs to link, in link order, for the Makefile.
+# Backend modules (dynamic) are loaded at run time, never linked.
 libs=""
 for l in llama ggml ggml-cpu ggml-cuda ggml-base; do
-	[ -f "$prefix/lib/lib$l.a" ] && libs="$libs -l$l"
+	if [ -f "$prefix/lib/lib$l.a" ]; then
+		libs="$libs -l$l"
+	elif [ -f "$prefix/lib/lib$l.so" ] && [ "$LINK" = dynamic ] && [[ $l != ggml-cpu && $l != ggml-cuda ]]; then
+		libs="$libs -l$l"
+	fi
 done
+if [ "$GPU" = cuda ] && [ "$LINK" = static ]; then
+	libs="$libs -lcudart -lcublas -lcublasLt -lcuda"
+fi
 echo "$libs" >"$prefix/link-libs"
 # The pin, for the binary to report (route_upstream.go includes it).
 cat >"$prefix/include/verdict-pin.h" <<H
