@@ -212,7 +212,7 @@ type job struct {
 // member is one decision of one job to be scored.
 type member struct {
 	job *job
-	idx int
+	idx int // in job.pending and job.scored
 }
 
 func (w *Worker) processBatch(msgs []queue.Message) {
