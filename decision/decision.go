@@ -61,9 +61,14 @@ type Decision struct {
 	// kind's or the --debias setting; 1 = off. At most 255.
 	Debias int `json:"debias,omitempty"`
 
-	// KindTemperature is the policy kind's temperature (0 = the kind sets
-	// none), put here by policy.Before for the scorer; never on the wire.
+	// KindTemperature is the policy kind's own temperature (0 = the kind
+	// sets none), put here by policy.Before for the scorer; never on the
+	// wire. It ranks above --temperature (see tune.Resolve).
 	KindTemperature float64 `json:"-"`
+	// PolicyTemperature is the policy file's top-level temperature, the
+	// default of kinds that set none (0 = none), put here by policy.Before;
+	// never on the wire. Being a default, it ranks below --temperature.
+	PolicyTemperature float64 `json:"-"`
 	// KindDebias is the policy kind's debias rotations (0 = none set), put
 	// here by policy.Before; never on the wire.
 	KindDebias int `json:"-"`

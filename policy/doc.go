@@ -12,15 +12,21 @@
 //
 // # Data flow
 //
-// Each decision goes through two calls around the engine:
+// Every entry point (serve, the queue worker, score, batch, eval) runs one
+// flow, Apply, around the engine:
 //
-//	plan := p.Before(d, caller)      // kind, authorization, rules
-//	if plan.Outcome == nil {         // nothing settled it: ask the model
-//		r, err := score(plan.Decision)
-//		r = p.After(plan, r, err)    // temperature, thresholds, fallback, on_error
-//	} else {
-//		r = p.After(plan, decision.Result{}, nil) // records plan.Outcome
-//	}
+//	rs, err := p.Apply(ctx, caller, ds, scorer.Score)
+//
+// It is three steps, which a caller that merges the decisions of several
+// requests into one engine call (the worker) runs itself:
+//
+//	f := p.Start(ds, caller)         // Before: kind, authorization, rules
+//	scored, err := score(f.Pending()) // only what nothing settled, in order
+//	rs, err := f.Finish(scored, err) // After: thresholds, fallback, on_error
+//
+// A whole-call scoring error comes back from Finish (each scored decision
+// also gets on_error); what it means is the caller's: serve answers 503,
+// the worker releases the message, the offline commands stop.
 //
 // Before resolves the decision's kind (its kind field, else the first kind
 // whose match patterns fit its id or question, else the default kind),
@@ -30,8 +36,9 @@
 // kind's CEL rules in order: the first that is true decides with its named
 // option, without the model.
 //
-// After recomputes the probabilities from the option logits with the kind's
-// temperature, checks min_probability, min_margin and the chosen option's
+// After recomputes the probabilities from the option logits at the
+// temperature the scorer applied (package tune chose it; see
+// tune.Resolve), checks min_probability, min_margin and the chosen option's
 // minimum, and settles the decision as decided, or applies the kind's
 // fallback (a named option, abstain or review). When scoring failed for good
 // it applies on_error. The outcome (decision.Outcome) records the status,

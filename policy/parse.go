@@ -62,7 +62,7 @@ type kind struct {
 	minMargin   float64
 	hasMinMarg  bool
 	optionMin   map[string]float64
-	temperature float64 // 0: not configured
+	temperature float64 // the kind's own; 0: not configured (the file's top-level one is Policy.temperature)
 	debias      int     // 0: not configured
 	rules       []*rule
 	fallback    action
@@ -207,7 +207,7 @@ func (w *walker) policy(n *yaml.Node) *Policy {
 		}
 	}
 	if p.def = p.kinds[defName]; p.def == nil {
-		p.def = &kind{name: defName, temperature: p.temperature, fallback: action{kind: actAbstain}, onError: action{kind: actError}}
+		p.def = &kind{name: defName, fallback: action{kind: actAbstain}, onError: action{kind: actError}}
 	}
 	if e := get("authorization"); e != nil {
 		p.auth = w.authorization(e.val, e.path, p)
@@ -231,7 +231,7 @@ func (p *Policy) kindNames() []string {
 var kindFields = []string{"description", "match", "options", "min_probability", "min_margin", "option_min", "temperature", "debias", "rules", "fallback", "on_error"}
 
 func (w *walker) kind(n *yaml.Node, path, name string, p *Policy) *kind {
-	k := &kind{name: name, temperature: p.temperature, fallback: action{kind: actAbstain}, onError: action{kind: actError}}
+	k := &kind{name: name, fallback: action{kind: actAbstain}, onError: action{kind: actError}}
 	fields, ok := w.mapping(n, path, kindFields)
 	if !ok {
 		return k

@@ -64,11 +64,12 @@ type Plan struct {
 	// Outcome, when non-nil, settles the decision without the model (a rule
 	// matched, or the caller was refused): do not score it.
 	Outcome *decision.Outcome
-	// Temperature is the kind's temperature (its own or the file's
-	// top-level one), 0 when the policy sets none. Before also puts it in
-	// Decision.KindTemperature: the scorer applies it, with the calibration
-	// file and --temperature, by one precedence (see package tune); After
-	// keeps the temperature the result was scored at.
+	// Temperature is the temperature the policy asks for: the kind's own,
+	// else the file's top-level one, 0 when it sets none. Before puts the
+	// two in Decision.KindTemperature and Decision.PolicyTemperature: the
+	// scorer applies one of them, the calibration file's or --temperature by
+	// one precedence (tune.Resolve); After keeps the temperature the result
+	// was scored at.
 	Temperature float64
 	// Debias is the kind's option-order rotations, 0 when it sets none
 	// (also in Decision.KindDebias).
@@ -76,7 +77,7 @@ type Plan struct {
 }
 
 // Default returns the permissive policy: one implicit kind "default" with no
-// rules, no thresholds and no authorization, temperature 1, so every
+// rules, no thresholds, no authorization and no temperature, so every
 // decision is decided by the model's argmax. Use it explicitly when no
 // policy file is configured; a nil *Policy refuses everything instead.
 func Default() *Policy {
@@ -129,8 +130,12 @@ func (p *Policy) Before(d decision.Decision, c Caller) Plan {
 		plan.Outcome = p.outcome(decision.StatusRefused, StepKind, fmt.Sprintf("kind %q is not configured and unknown_kind is refuse", d.Kind))
 		return plan
 	}
-	plan.Kind, plan.Temperature, plan.Debias = k.name, k.temperature, k.debias
-	plan.Decision.KindTemperature, plan.Decision.KindDebias = k.temperature, k.debias
+	plan.Kind, plan.Debias = k.name, k.debias
+	plan.Temperature = k.temperature
+	if plan.Temperature == 0 {
+		plan.Temperature = p.temperature
+	}
+	plan.Decision.KindTemperature, plan.Decision.PolicyTemperature, plan.Decision.KindDebias = k.temperature, p.temperature, k.debias
 	if k.declared != nil {
 		var undeclared []string
 		for _, o := range d.Options {
@@ -338,6 +343,9 @@ func (p *Policy) After(plan Plan, r decision.Result, scoreErr error) decision.Re
 		return failed(r, &decision.Outcome{Status: decision.StatusError, Step: StepOnError, Reason: nilPolicyReason, Policy: p.Version()})
 	}
 	if plan.Outcome != nil {
+		if r.OptionIDs == nil {
+			r.OptionIDs = d.OptionIDs() // every entry point answers a settled decision with its options
+		}
 		o := *plan.Outcome
 		o.Checks = append([]decision.Check(nil), o.Checks...)
 		if o.Status == decision.StatusDecided || (o.Chosen != "" && !hasOption(d, o.Chosen)) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
+	"github.com/verdict-dev/verdict/policy"
 )
 
 // Sentinel errors.
@@ -58,9 +59,11 @@ type Config struct {
 	// answer still reports ModelName). A nil slice means DefaultAliases; an
 	// empty non-nil slice accepts none. Defaults to DefaultAliases.
 	Aliases []string
-	// Policy, when set, plans each decision before scoring and settles it
-	// after. Defaults to none.
-	Policy Policy
+	// Policy, when set, holds the policy in force: each request's decisions
+	// go through the one policy flow (policy.Apply) of the policy current
+	// when the request is scored. Defaults to none: results carry no
+	// outcome.
+	Policy *policy.Holder
 	// APIKeys maps each accepted bearer key to its tenant (may be ""). When
 	// empty, no authentication is done. Defaults to none.
 	APIKeys map[string]string

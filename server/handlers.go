@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/policy"
 )
 
 // Formats, as logged and counted.
@@ -62,7 +63,7 @@ func (s *Server) serveInvocations(ctx context.Context, w http.ResponseWriter, rs
 	}
 	rs.decisions = len(ds)
 	start := time.Now()
-	results, e := s.score(ctx, st, ds, Caller{Tenant: rs.tenant, APIKey: rs.apiKey})
+	results, e := s.score(ctx, st, ds, policy.Caller{Tenant: rs.tenant, APIKey: rs.apiKey})
 	if e != nil {
 		s.writeError(w, rs, e)
 		return
@@ -109,7 +110,7 @@ func (s *Server) serveSystemOne(ctx context.Context, w http.ResponseWriter, rs *
 	}
 	ds := req.Decisions()
 	rs.decisions = len(ds)
-	results, e := s.score(ctx, st, ds, Caller{Tenant: rs.tenant, APIKey: rs.apiKey})
+	results, e := s.score(ctx, st, ds, policy.Caller{Tenant: rs.tenant, APIKey: rs.apiKey})
 	if e != nil {
 		s.writeError(w, rs, e)
 		return

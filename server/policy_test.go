@@ -7,25 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/server"
 )
-
-// realPolicy fits the real policy package to server.Policy, as the serve
-// command does.
-type realPolicy struct{ p *policy.Policy }
-
-func (a realPolicy) Plan(d decision.Decision, c server.Caller) server.Plan {
-	plan := a.p.Before(d, policy.Caller{Tenant: c.Tenant, APIKey: c.APIKey})
-	return server.Plan{
-		Decision: plan.Decision,
-		Settled:  plan.Outcome,
-		FinishFunc: func(r decision.Result, err error) decision.Result {
-			return a.p.After(plan, r, err)
-		},
-	}
-}
 
 const testPolicy = `
 kinds:
@@ -40,7 +24,7 @@ func TestPolicyOutcomes(t *testing.T) {
 	p, err := policy.Parse([]byte(testPolicy))
 	require.NoError(t, err)
 	fs := &fakeScorer{}
-	b := setup(t, server.Config{Scorer: fs, Policy: realPolicy{p}})
+	b := setup(t, server.Config{Scorer: fs, Policy: policy.HolderOf(p)})
 
 	// A rule settles the decision without the model.
 	body := strings.Replace(semIfBare, `"id":"support-route",`, `"id":"support-route","kind":"route",`, 1)
@@ -79,7 +63,7 @@ func TestPolicyRefusalIs403(t *testing.T) {
 	p, err := policy.Parse([]byte("authorization: {callers: [{tenant: acme}], unlisted: refuse}\n"))
 	require.NoError(t, err)
 	fs := &fakeScorer{}
-	b := setup(t, server.Config{Scorer: fs, Policy: realPolicy{p},
+	b := setup(t, server.Config{Scorer: fs, Policy: policy.HolderOf(p),
 		APIKeys: map[string]string{"key-acme-1": "acme", "key-other-1": "other"}})
 
 	r := do(t, "POST", b.url+"/v1/systemone", []byte(systemOneAll), "Authorization", "Bearer key-acme-1")

@@ -21,6 +21,7 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
+	"github.com/verdict-dev/verdict/policy"
 )
 
 // RequestIDHeader carries each request's id; System One clients surface it.
@@ -343,60 +344,26 @@ func (s *Server) admit(w http.ResponseWriter, rs *reqState) (*readyState, func()
 	return st, s.adm.leave, true
 }
 
-// score runs the policy and the scorer for one request's decisions, inside
-// a scoring slot. It returns one result per decision.
-func (s *Server) score(ctx context.Context, st *readyState, ds []decision.Decision, c Caller) ([]decision.Result, *apiError) {
+// score runs one request's decisions through the policy flow (or straight
+// through the scorer without a policy), inside a scoring slot. It returns
+// one result per decision, or the error the whole request gets: a failed
+// scoring call answers 503/504/500, never on_error outcomes.
+func (s *Server) score(ctx context.Context, st *readyState, ds []decision.Decision, c policy.Caller) ([]decision.Result, *apiError) {
 	if err := s.adm.acquire(ctx); err != nil {
 		return nil, scoreError(err, s.cfg.Timeout)
 	}
 	defer s.adm.release()
+	var rs []decision.Result
+	var err error
 	if s.cfg.Policy == nil {
-		rs, err := st.scorer.Score(ctx, ds)
-		if e := s.checkScore(err, len(rs), len(ds)); e != nil {
-			return nil, e
-		}
-		return rs, nil
+		rs, err = st.scorer.Score(ctx, ds)
+	} else {
+		rs, err = s.cfg.Policy.Current().Apply(ctx, c, ds, st.scorer.Score)
 	}
-	plans := make([]Plan, len(ds))
-	var toScore []decision.Decision
-	var at []int
-	for i, d := range ds {
-		plans[i] = s.cfg.Policy.Plan(d, c)
-		if plans[i].Settled == nil {
-			toScore = append(toScore, plans[i].Decision)
-			at = append(at, i)
-		}
+	if e := s.checkScore(err, len(rs), len(ds)); e != nil {
+		return nil, e
 	}
-	out := make([]decision.Result, len(ds))
-	if len(toScore) > 0 {
-		scored, err := st.scorer.Score(ctx, toScore)
-		if e := s.checkScore(err, len(scored), len(toScore)); e != nil {
-			return nil, e
-		}
-		for j, i := range at {
-			r := scored[j]
-			var rerr error
-			if r.Error != nil {
-				rerr = r.Error
-			}
-			if f := plans[i].FinishFunc; f != nil {
-				r = f(r, rerr)
-			}
-			out[i] = r
-		}
-	}
-	for i, p := range plans {
-		if p.Settled == nil {
-			continue
-		}
-		d := p.Decision
-		if p.FinishFunc != nil {
-			out[i] = p.FinishFunc(decision.Result{ID: d.ID, Kind: d.Kind, OptionIDs: d.OptionIDs()}, nil)
-		} else {
-			out[i] = decision.Result{ID: d.ID, Kind: d.Kind, OptionIDs: d.OptionIDs(), Chosen: p.Settled.Chosen, Outcome: p.Settled}
-		}
-	}
-	return out, nil
+	return rs, nil
 }
 
 func (s *Server) checkScore(err error, got, want int) *apiError {

@@ -6,10 +6,11 @@
 //
 //  1. a calibration file (verdict calibrate), when one is configured: it was
 //     fitted for this model and prompt, so it wins;
-//  2. the policy kind's temperature (its own, or the policy file's
-//     top-level one), when the policy sets one;
+//  2. the policy kind's own temperature, when the kind sets one;
 //  3. --temperature, when given;
-//  4. 1.
+//  4. the policy file's top-level temperature (the default of kinds that
+//     set none), when it sets one: a default never replaces a flag;
+//  5. 1.
 //
 // Every result says which one applied (temperature_source), whether it was
 // calibrated and the calibration file's sha256.

@@ -18,9 +18,13 @@ const (
 	SourceDefault     = "default"
 )
 
-// Resolve is the temperature precedence: calibration file, then the policy
-// kind's temperature (kind > 0), then the flag (flag > 0), then 1.
-func Resolve(cal *calibrate.Loaded, kind, flag float64) (float64, string) {
+// Resolve is the temperature precedence, the only one: the calibration
+// file, then the policy kind's own temperature (kind > 0), then
+// --temperature (flag > 0), then the policy file's top-level temperature,
+// the kinds' default (policyDefault > 0), then 1. A setting made for this
+// decision's kind beats the command line; the command line beats a
+// default. 0 means "not set" for each number.
+func Resolve(cal *calibrate.Loaded, kind, flag, policyDefault float64) (float64, string) {
 	switch {
 	case cal != nil:
 		return cal.Temperature, SourceCalibration
@@ -28,6 +32,8 @@ func Resolve(cal *calibrate.Loaded, kind, flag float64) (float64, string) {
 		return kind, SourcePolicy
 	case flag > 0:
 		return flag, SourceFlag
+	case policyDefault > 0:
+		return policyDefault, SourcePolicy
 	}
 	return 1, SourceDefault
 }
@@ -158,14 +164,16 @@ func (s *Scorer) finish(d *decision.Decision, rs []decision.Result, offsets []in
 	if len(logits) != len(d.Options) {
 		return decision.Result{ID: d.ID, Kind: d.Kind, OptionIDs: d.OptionIDs(), Error: &decision.Error{Code: "engine", Message: fmt.Sprintf("tune: %d option logits for %d options", len(logits), len(d.Options))}}
 	}
-	Apply(&r, d, logits, s.cfg.Calibration, d.KindTemperature, s.cfg.Temperature)
+	Apply(&r, d, logits, s.cfg.Calibration, s.cfg.Temperature)
 	return r
 }
 
 // Apply reads r's scores out of logits at the temperature Resolve chooses
-// and records how: the one place a temperature is applied.
-func Apply(r *decision.Result, d *decision.Decision, logits []float64, cal *calibrate.Loaded, kind, flag float64) {
-	t, src := Resolve(cal, kind, flag)
+// for d (its policy temperatures, put there by policy.Before), the
+// calibration file and flag (--temperature, 0 = not given), and records
+// how: the one place a temperature is applied.
+func Apply(r *decision.Result, d *decision.Decision, logits []float64, cal *calibrate.Loaded, flag float64) {
+	t, src := Resolve(cal, d.KindTemperature, flag, d.PolicyTemperature)
 	engine.Readout(r, d, logits, t)
 	r.TemperatureSource = src
 	r.Calibrated = cal != nil

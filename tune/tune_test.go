@@ -67,35 +67,49 @@ func writeCal(t *testing.T, temp float64, sha, prompt string) *calibrate.Loaded 
 	return l
 }
 
-// TestTemperaturePrecedenceEveryCombination: calibration file > policy
-// kind > --temperature > 1, for all eight combinations, through the
-// scorer and then the policy (which must keep it).
+// TestTemperaturePrecedenceEveryCombination: calibration file > the
+// kind's own temperature > --temperature > the policy file's top-level
+// temperature > 1, for all sixteen combinations, through the scorer and
+// then the policy flow (which must keep it).
 func TestTemperaturePrecedenceEveryCombination(t *testing.T) {
 	t.Parallel()
 	cal := writeCal(t, 3, modelSHA, "verdict-v1/chatml")
 	for _, c := range []struct {
-		cal        *calibrate.Loaded
-		kind, flag float64
-		want       float64
-		source     string
+		cal              *calibrate.Loaded
+		kind, flag, file float64
+		want             float64
+		source           string
 	}{
-		{nil, 0, 0, 1, tune.SourceDefault},
-		{nil, 0, 4, 4, tune.SourceFlag},
-		{nil, 2, 0, 2, tune.SourcePolicy},
-		{nil, 2, 4, 2, tune.SourcePolicy},
-		{cal, 0, 0, 3, tune.SourceCalibration},
-		{cal, 0, 4, 3, tune.SourceCalibration},
-		{cal, 2, 0, 3, tune.SourceCalibration},
-		{cal, 2, 4, 3, tune.SourceCalibration},
+		{nil, 0, 0, 0, 1, tune.SourceDefault},
+		{nil, 0, 4, 0, 4, tune.SourceFlag},
+		{nil, 2, 0, 0, 2, tune.SourcePolicy},
+		{nil, 2, 4, 0, 2, tune.SourcePolicy},
+		{nil, 0, 0, 5, 5, tune.SourcePolicy},
+		{nil, 0, 4, 5, 4, tune.SourceFlag}, // a policy default never replaces the flag
+		{nil, 2, 0, 5, 2, tune.SourcePolicy},
+		{nil, 2, 4, 5, 2, tune.SourcePolicy},
+		{cal, 0, 0, 0, 3, tune.SourceCalibration},
+		{cal, 0, 4, 0, 3, tune.SourceCalibration},
+		{cal, 2, 0, 0, 3, tune.SourceCalibration},
+		{cal, 2, 4, 0, 3, tune.SourceCalibration},
+		{cal, 0, 0, 5, 3, tune.SourceCalibration},
+		{cal, 0, 4, 5, 3, tune.SourceCalibration},
+		{cal, 2, 0, 5, 3, tune.SourceCalibration},
+		{cal, 2, 4, 5, 3, tune.SourceCalibration},
 	} {
-		name := fmt.Sprintf("cal=%v kind=%v flag=%v", c.cal != nil, c.kind, c.flag)
-		got, src := tune.Resolve(c.cal, c.kind, c.flag)
+		name := fmt.Sprintf("cal=%v kind=%v flag=%v file=%v", c.cal != nil, c.kind, c.flag, c.file)
+		got, src := tune.Resolve(c.cal, c.kind, c.flag, c.file)
 		require.Equal(t, c.want, got, name)
 		require.Equal(t, c.source, src, name)
 
-		yaml := "kinds: {default: {}}\n"
+		yaml := ""
+		if c.file > 0 {
+			yaml = fmt.Sprintf("temperature: %v\n", c.file)
+		}
 		if c.kind > 0 {
-			yaml = fmt.Sprintf("kinds: {default: {temperature: %v}}\n", c.kind)
+			yaml += fmt.Sprintf("kinds: {default: {temperature: %v}}\n", c.kind)
+		} else {
+			yaml += "kinds: {default: {}}\n"
 		}
 		pol, err := policy.Parse([]byte(yaml))
 		require.NoError(t, err)

@@ -202,9 +202,9 @@ func (w *Worker) observe(d time.Duration, n int) {
 type job struct {
 	msg     queue.Message
 	env     *queue.Envelope
-	pol     *policy.Policy
-	plans   []policy.Plan
-	results []decision.Result
+	flow    *policy.Flow        // the message's decisions through the policy
+	pending []decision.Decision // what the policy left to score
+	scored  []decision.Result   // one result per pending decision
 	records []sink.Record
 	err     error // the outcome; nil = success so far
 }
@@ -212,7 +212,7 @@ type job struct {
 // member is one decision of one job to be scored.
 type member struct {
 	job *job
-	idx int
+	idx int // in job.pending and job.scored
 }
 
 func (w *Worker) processBatch(msgs []queue.Message) {
@@ -230,11 +230,8 @@ func (w *Worker) processBatch(msgs []queue.Message) {
 		if j.err != nil || j.env == nil {
 			continue
 		}
-		for i := range j.plans {
-			if j.plans[i].Outcome != nil {
-				continue
-			}
-			k := router.GroupKey(j.plans[i].Decision.State)
+		for i := range j.pending {
+			k := router.GroupKey(j.pending[i].State)
 			if _, ok := groups[k]; !ok {
 				order = append(order, k)
 			}
@@ -278,7 +275,8 @@ func (w *Worker) protect(j *job, f func()) {
 	f()
 }
 
-// prepare decodes a message and runs policy.Before on its decisions.
+// prepare decodes a message and starts its decisions through the policy
+// flow (one policy for all of them, even across a reload).
 // Invalid messages get their error records published here.
 func (w *Worker) prepare(j *job) {
 	env, recs, err := decodeMessage(j.msg)
@@ -293,13 +291,10 @@ func (w *Worker) prepare(j *job) {
 		return
 	}
 	j.env = env
-	j.pol = w.cfg.Policy.Current()
 	caller := policy.Caller{Tenant: env.Tenant, APIKeySHA256: env.APIKeySHA256, Metadata: env.Metadata}
-	j.plans = make([]policy.Plan, len(env.Decisions))
-	j.results = make([]decision.Result, len(env.Decisions))
-	for i := range env.Decisions {
-		j.plans[i] = j.pol.Before(env.Decisions[i], caller)
-	}
+	j.flow = w.cfg.Policy.Current().Start(env.Decisions, caller)
+	j.pending = j.flow.Pending()
+	j.scored = make([]decision.Result, len(j.pending))
 	if w.cfg.LogState && w.log.Enabled(context.Background(), slog.LevelDebug) {
 		w.log.Debug("message", "message_id", j.msg.ID, "request_id", env.RequestID, "state", env.Decisions[0].State.Render())
 	} else {
@@ -351,7 +346,7 @@ func splitByJob(ms []member) [][]member {
 func (w *Worker) callScorer(ms []member) (rs []decision.Result, err error) {
 	ds := make([]decision.Decision, len(ms))
 	for i, m := range ms {
-		ds[i] = m.job.plans[m.idx].Decision
+		ds[i] = m.job.pending[m.idx]
 	}
 	start := time.Now()
 	func() {
@@ -391,25 +386,22 @@ func (w *Worker) assign(ms []member, rs []decision.Result, err error) {
 				j.err = errStopping
 			}
 		}
-		j.results[m.idx] = rs[i]
+		j.scored[m.idx] = rs[i]
 	}
 }
 
-// finishJob applies policy.After and publishes a scored message.
+// finishJob finishes the message's policy flow and publishes its records.
+// A whole-call scoring failure never gets here: it is the job's error, and
+// the message is released rather than settled by on_error.
 func (w *Worker) finishJob(j *job) {
-	j.records = make([]sink.Record, len(j.plans))
-	for i, plan := range j.plans {
-		r := j.results[i]
-		if plan.Outcome != nil {
-			d := &plan.Decision
-			r = decision.Result{ID: d.ID, Kind: d.Kind, OptionIDs: d.OptionIDs()}
-		}
-		var scoreErr error
-		if r.Error != nil {
-			scoreErr = r.Error
-		}
-		r = j.pol.After(plan, r, scoreErr)
-		j.records[i] = w.record(j.env, i, r)
+	rs, err := j.flow.Finish(j.scored, nil)
+	if err != nil {
+		j.err = err
+		return
+	}
+	j.records = make([]sink.Record, len(rs))
+	for i := range rs {
+		j.records[i] = w.record(j.env, i, rs[i])
 	}
 	j.err = w.publish(j)
 }

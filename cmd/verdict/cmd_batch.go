@@ -13,7 +13,6 @@ import (
 
 	"github.com/verdict-dev/verdict/batch"
 	"github.com/verdict-dev/verdict/decision"
-	"github.com/verdict-dev/verdict/policy"
 )
 
 func init() {
@@ -89,21 +88,6 @@ func runBatch(ctx context.Context, args []string) error {
 		return exitCode(1)
 	}
 	return nil
-}
-
-// scoreFunc scores through the policy when one is given. A whole-call
-// failure (busy, closed) stops an offline run, so it can be resumed.
-func scoreFunc(score batch.ScoreFunc, pol *policy.Policy) batch.ScoreFunc {
-	if pol == nil {
-		return score
-	}
-	return func(ctx context.Context, ds []decision.Decision) ([]decision.Result, error) {
-		rs, err := pol.Apply(ctx, policy.Caller{}, ds, policy.ScoreFunc(score))
-		if err != nil {
-			return nil, err
-		}
-		return rs, nil
-	}
 }
 
 // batchFile runs a batch from the file in to the file out.

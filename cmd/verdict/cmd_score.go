@@ -78,11 +78,15 @@ func runScore(ctx context.Context, args []string) error {
 	return nil
 }
 
-// scoreStream reads JSONL decisions, scores them in chunks and writes one
-// result per line, in order. A bad line becomes an error result with its
-// line number; so does a line over maxLine bytes, and reading goes on
-// with the next line. It returns how many lines failed.
+// scoreStream reads JSONL decisions, scores them in chunks (through the
+// policy flow when pol is not nil) and writes one result per line, in
+// order. A bad line becomes an error result with its line number; so does
+// a line over maxLine bytes, and reading goes on with the next line. A
+// failed scoring call (busy, closed, cancelled) ends the run with its
+// error, naming the lines it held, whether a policy runs or not. It
+// returns how many lines failed.
 func scoreStream(ctx context.Context, sc engine.Scorer, pol *policy.Policy, limits decision.Limits, in io.Reader, out io.Writer, maxLine int) (int, error) {
+	score := scoreFunc(sc.Score, pol)
 	lr := batch.NewLineReader(in, maxLine)
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
@@ -103,9 +107,9 @@ func scoreStream(ctx context.Context, sc engine.Scorer, pol *policy.Policy, limi
 			}
 		}
 		if len(ds) > 0 {
-			results, err := scoreAll(ctx, sc, pol, ds)
+			results, err := score(ctx, ds)
 			if err != nil {
-				return err
+				return fmt.Errorf("lines %d-%d: %w", chunk[0].line, chunk[len(chunk)-1].line, err)
 			}
 			for k, i := range idx {
 				r := results[k]
@@ -153,17 +157,6 @@ func scoreStream(ctx context.Context, sc engine.Scorer, pol *policy.Policy, limi
 		}
 	}
 	return failed, flush()
-}
-
-// scoreAll scores decisions, through the policy when one is given.
-// Whole-call engine failures (busy, closed) end the run: an offline job has
-// no queue to release work to. With a policy they become on_error outcomes.
-func scoreAll(ctx context.Context, sc engine.Scorer, pol *policy.Policy, ds []decision.Decision) ([]decision.Result, error) {
-	if pol == nil {
-		return sc.Score(ctx, ds)
-	}
-	rs, _ := pol.Apply(ctx, policy.Caller{}, ds, sc.Score)
-	return rs, nil
 }
 
 func trimSpace(b []byte) []byte {

@@ -115,7 +115,7 @@ func runServe(ctx context.Context, args []string) error {
 			return fmt.Errorf("flag --policy: %w", err)
 		}
 		go h.WatchSIGHUP(ctx, func(err error) { slog.Error("policy reload failed; keeping the previous policy", "error", err) })
-		cfg.Policy = policyAdapter{h}
+		cfg.Policy = h
 		cfg.PolicyAdmin = h.Handler()
 	}
 	srv, err := server.New(cfg)
@@ -218,21 +218,4 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// policyAdapter fits the policy package to the server's Policy interface.
-// One *policy.Policy (the holder's current one) serves Before and After of
-// a decision, even across a reload.
-type policyAdapter struct{ h *policy.Holder }
-
-func (a policyAdapter) Plan(d decision.Decision, c server.Caller) server.Plan {
-	p := a.h.Current()
-	plan := p.Before(d, policy.Caller{Tenant: c.Tenant, APIKey: c.APIKey})
-	return server.Plan{
-		Decision: plan.Decision,
-		Settled:  plan.Outcome,
-		FinishFunc: func(r decision.Result, scoreErr error) decision.Result {
-			return p.After(plan, r, scoreErr)
-		},
-	}
 }

@@ -51,7 +51,7 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&e.seqMax, "seq-max", 0, "KV sequences (branches) at once, 3..256 (default 128; for hybrid/recurrent models sized by --recurrent-memory-mib)")
 	fs.IntVar(&e.recurrentMB, "recurrent-memory-mib", 0, "hybrid/recurrent models (qwen35, …): MiB for all sequences' recurrent states, which sizes --seq-max when it is not given (default 1024)")
 	fs.IntVar(&e.maxPending, "max-pending", 0, "decisions waiting for the engine before it answers busy (default 1024)")
-	fs.Float64Var(&e.temperature, "temperature", 0, "divide option logits by this before the softmax, unless a calibration file or the policy kind sets one (default 1)")
+	fs.Float64Var(&e.temperature, "temperature", 0, "divide option logits by this before the softmax; a calibration file or the policy kind's own temperature wins over it, it wins over the policy file's top-level one (default 1)")
 	fs.StringVar(&e.calibration, "calibration", "", "calibration file from `verdict calibrate` (refused unless pinned to this model and prompt); its temperature wins over the policy's and --temperature")
 	fs.IntVar(&e.debias, "debias", 0, "score each decision under this many cyclic option orders and average (0 or 1 = off; a request's debias or the policy kind's wins)")
 	fs.BoolVar(&e.noMmap, "no-mmap", false, "read the model into memory instead of mapping it")
