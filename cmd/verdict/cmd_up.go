@@ -21,6 +21,7 @@ import (
 	"github.com/verdict-dev/verdict/model"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/queue"
+	"github.com/verdict-dev/verdict/router"
 	"github.com/verdict-dev/verdict/sink"
 	"github.com/verdict-dev/verdict/worker"
 )
@@ -51,6 +52,8 @@ type upFlags struct {
 	maxReceives int
 	shutdown    time.Duration
 	synthShape  string
+	pools       string
+	gpuTokens   int
 	engine      engineFlags
 	log         logFlags
 }
@@ -69,6 +72,8 @@ func (f *upFlags) register() *flag.FlagSet {
 	fs.IntVar(&f.maxReceives, "max-receives", 5, "receives before a message goes to the dead-letter table")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", worker.DefaultShutdownTimeout, "on SIGTERM/SIGINT, time to finish in-flight work before releasing it to the queue")
 	fs.StringVar(&f.synthShape, "synth-shape", "tiny", "without --model: shape of the synthetic model written to DATA/models (seed 1)")
+	fs.StringVar(&f.pools, "pools", "cpu", "worker pools, each with its own local queue, engine and worker: cpu, gpu, or cpu,gpu (the router sends decisions by its rules: route, priority interactive, prompt length; the cpu pool then runs with --gpu-layers 0)")
+	fs.IntVar(&f.gpuTokens, "gpu-token-threshold", router.DefaultGPUTokenThreshold, "with both pools: decisions with a longer estimated prompt go to the gpu pool (-1 = never by length)")
 	f.engine.register(fs)
 	f.log.register(fs)
 	return fs
@@ -92,6 +97,11 @@ func (f *upFlags) check() error {
 		return fmt.Errorf("flag --shutdown-timeout: must be >= 0, got %v", f.shutdown)
 	case f.data == "":
 		return errors.New("flag --data: must not be empty")
+	case f.gpuTokens == 0 || f.gpuTokens < -1:
+		return fmt.Errorf("flag --gpu-token-threshold: must be -1 (never) or >= 1, got %d", f.gpuTokens)
+	}
+	if _, err := parsePools(f.pools); err != nil {
+		return err
 	}
 	if _, ok := model.Shapes[f.synthShape]; !ok && f.engine.model == "" {
 		return fmt.Errorf("flag --synth-shape: unknown shape %q (known: %v)", f.synthShape, model.ShapeNames())
@@ -143,14 +153,9 @@ func runUp(ctx context.Context, args []string) error {
 		return fmt.Errorf("flag --data: %w", err)
 	}
 
+	routes, _ := parsePools(f.pools)
 	var res resources
 	defer res.close()
-	q, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(f.data, "queue.db"), Name: upQueueName,
-		Visibility: f.visibility, MaxReceives: f.maxReceives})
-	if err != nil {
-		return fmt.Errorf("flag --data: %w", err)
-	}
-	res.add(func() { _ = q.Close() })
 	store, err := sink.OpenStore(filepath.Join(f.data, "results.db"))
 	if err != nil {
 		return fmt.Errorf("flag --data: %w", err)
@@ -174,30 +179,25 @@ func runUp(ctx context.Context, args []string) error {
 		}
 		f.engine.model = path
 	}
-	start := time.Now()
-	eng, err := f.engine.open("")
-	if err != nil {
-		return fmt.Errorf("load model: %w", err)
+	pools := make([]*upPool, 0, len(routes))
+	for _, route := range routes {
+		p, err := f.openPool(route, len(routes) > 1, store, holder, &res)
+		if err != nil {
+			return err
+		}
+		pools = append(pools, p)
 	}
-	res.add(func() { _ = eng.Close() })
-	sc, err := f.engine.tuned(eng)
-	if err != nil {
-		return err
-	}
-	id := eng.Identity()
-	slog.Info("model loaded", "file", id.File, "sha256", id.SHA256, "seconds", time.Since(start).Seconds())
+	id := pools[0].eng.Identity()
 
-	w, err := worker.New(worker.Config{
-		Queue: q, Scorer: sc, Sinks: []sink.Sink{store}, Policy: holder,
-		Concurrency: f.concurrency, Visibility: f.visibility, Wait: 5 * time.Second, ShutdownTimeout: f.shutdown,
-		Logger:          slog.Default(),
-		PrefixStatsFunc: func() (int64, int64) { s := eng.Stats(); return s.PrefixHits, s.PrefixMisses },
-	})
-	if err != nil {
-		return err
+	sendTo := map[decision.Route]queue.Sender{}
+	workers := map[string]*worker.Worker{}
+	for _, p := range pools {
+		sendTo[p.route] = p.q
+		workers[string(p.route)] = p.w
 	}
 	front, err := lambda.New(lambda.Config{
-		Queues:           map[decision.Route]queue.Sender{decision.RouteCPU: q},
+		Queues:           sendTo,
+		Router:           router.Config{GPUTokenThreshold: f.gpuTokens, CPU: sendTo[decision.RouteCPU] != nil, GPU: sendTo[decision.RouteGPU] != nil},
 		AuthorizeFunc:    lambda.PolicyAuthorizer(holder.Current),
 		APIKeys:          keys,
 		AllowAnonymous:   len(keys) == 0,
@@ -222,7 +222,8 @@ func runUp(ctx context.Context, args []string) error {
 	mux.Handle("POST "+lambda.PathSystemOneAsync, front)
 	mux.HandleFunc("GET /v1/requests/{id}", api.getRequest)
 	mux.HandleFunc("GET /v1/decisions/{id}", api.getDecision)
-	mux.Handle("GET /metrics", w.Handler())
+	mux.Handle("GET /metrics", worker.PoolsHandler(workers))
+	mux.Handle("GET /v1/status", requireKey(keys, poolsStatus(pools)))
 	mux.Handle("/admin/policy", requireKey(keys, holder.Handler()))
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
 		lambda.JSONResponse(http.StatusOK, map[string]string{"status": "ok"}).Write(rw)
@@ -231,39 +232,52 @@ func runUp(ctx context.Context, args []string) error {
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn)}
 
-	wctx, stopWorker := context.WithCancel(context.Background())
-	defer stopWorker()
-	defer releaseOnSecondSignal(w)()
-	workerDone := make(chan error, 1)
-	go func() { workerDone <- w.Run(wctx) }()
+	wctx, stopWorkers := context.WithCancel(context.Background())
+	defer stopWorkers()
+	workerDone := make(chan error, len(pools))
+	for _, p := range pools {
+		defer releaseOnSecondSignal(p.w)()
+		go func() {
+			err := p.w.Run(wctx)
+			if err != nil {
+				err = fmt.Errorf("%s pool: %w", p.route, err)
+			}
+			workerDone <- err
+		}()
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	// Scripts read this line to learn the address (with --addr 127.0.0.1:0).
-	slog.Info("verdict up: listening", "addr", ln.Addr().String(), "data", f.data, "model", id.File, "auth", len(keys) > 0)
+	slog.Info("verdict up: listening", "addr", ln.Addr().String(), "data", f.data, "model", id.File, "pools", f.pools, "auth", len(keys) > 0)
 
 	var runErr error
+	stopped := 0
 	select {
 	case <-ctx.Done():
 		slog.Info("verdict up: shutting down")
 	case err := <-serveErr:
 		runErr = fmt.Errorf("serve: %w", err)
 	case err := <-workerDone:
-		workerDone <- err
+		stopped++
 		runErr = fmt.Errorf("worker stopped: %v", err)
 	}
-	// Stop taking requests first, then let the worker finish or release
-	// what it holds; queued work stays in queue.db for the next start.
+	// Stop taking requests first, then let the workers finish or release
+	// what they hold; queued work stays in queue.db for the next start.
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		_ = hs.Close()
 	}
-	stopWorker()
-	if err := <-workerDone; err != nil && runErr == nil {
-		runErr = fmt.Errorf("worker: %w", err)
+	stopWorkers()
+	for ; stopped < len(pools); stopped++ {
+		if err := <-workerDone; err != nil && runErr == nil {
+			runErr = fmt.Errorf("worker: %w", err)
+		}
 	}
-	if st, err := q.Stats(context.Background()); err == nil {
-		slog.Info("verdict up: stopped", "queued", st.Visible+st.InFlight, "dead_letters", st.Dead)
+	for _, p := range pools {
+		if st, err := p.q.Stats(context.Background()); err == nil {
+			slog.Info("verdict up: stopped", "queue", p.route, "queued", st.Visible+st.InFlight, "dead_letters", st.Dead)
+		}
 	}
 	return runErr
 }

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/engine/llamacpp"
+	"github.com/verdict-dev/verdict/lambda"
+	"github.com/verdict-dev/verdict/policy"
+	"github.com/verdict-dev/verdict/queue"
+	"github.com/verdict-dev/verdict/sink"
+	"github.com/verdict-dev/verdict/worker"
+)
+
+// upPool is one of `verdict up`'s worker pools: a local queue named after
+// its route, an engine and the worker between them.
+type upPool struct {
+	route decision.Route
+	q     *queue.Local
+	eng   *llamacpp.Engine
+	w     *worker.Worker
+}
+
+// parsePools reads --pools: cpu, gpu, or both, each once.
+func parsePools(s string) ([]decision.Route, error) {
+	var out []decision.Route
+	seen := map[decision.Route]bool{}
+	for _, p := range strings.Split(s, ",") {
+		r := decision.Route(strings.TrimSpace(p))
+		if r != decision.RouteCPU && r != decision.RouteGPU {
+			return nil, fmt.Errorf("flag --pools: %q is not a pool (want cpu, gpu or cpu,gpu)", p)
+		}
+		if seen[r] {
+			return nil, fmt.Errorf("flag --pools: %q is named twice", r)
+		}
+		seen[r] = true
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// openPool opens route's queue (in DATA/queue.db), loads its engine and
+// builds its worker. With both pools the cpu one runs on the CPU whatever
+// --gpu-layers says; the gpu one offloads as --gpu-layers says (all
+// layers by default).
+func (f *upFlags) openPool(route decision.Route, both bool, store *sink.Store, holder *policy.Holder, res *resources) (*upPool, error) {
+	q, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(f.data, "queue.db"), Name: string(route),
+		Visibility: f.visibility, MaxReceives: f.maxReceives})
+	if err != nil {
+		return nil, fmt.Errorf("flag --data: %w", err)
+	}
+	res.add(func() { _ = q.Close() })
+	ef := f.engine
+	if both && route == decision.RouteCPU {
+		ef.gpuLayers = 0
+	}
+	start := time.Now()
+	eng, err := ef.open("")
+	if err != nil {
+		return nil, fmt.Errorf("%s pool: load model: %w", route, err)
+	}
+	res.add(func() { _ = eng.Close() })
+	sc, err := ef.tuned(eng)
+	if err != nil {
+		return nil, err
+	}
+	id := eng.Identity()
+	slog.Info("model loaded", "pool", route, "file", id.File, "sha256", id.SHA256, "backend", id.Backend, "seconds", time.Since(start).Seconds())
+	if route == decision.RouteGPU && id.Backend == "CPU" {
+		slog.Warn("the gpu pool runs on the CPU: this build found no GPU device (see `verdict version`)", "pool", route)
+	}
+	w, err := worker.New(worker.Config{
+		Queue: q, Scorer: sc, Sinks: []sink.Sink{store}, Policy: holder,
+		Concurrency: f.concurrency, Visibility: f.visibility, Wait: 5 * time.Second, ShutdownTimeout: f.shutdown,
+		Logger:          slog.Default().With("pool", string(route)),
+		PrefixStatsFunc: func() (int64, int64) { s := eng.Stats(); return s.PrefixHits, s.PrefixMisses },
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &upPool{route: route, q: q, eng: eng, w: w}, nil
+}
+
+// poolStatus is one pool in GET /v1/status.
+type poolStatus struct {
+	Queued      int    `json:"queued"`
+	InFlight    int    `json:"in_flight"`
+	DeadLetters int    `json:"dead_letters"`
+	Backend     string `json:"backend"`
+	Model       string `json:"model"`
+}
+
+// poolsStatus answers GET /v1/status: each pool's queue depth and the
+// device its engine runs on.
+func poolsStatus(pools []*upPool) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		out := map[string]poolStatus{}
+		for _, p := range pools {
+			st, err := p.q.Stats(ctx)
+			if err != nil {
+				internalError(rw, "queue stats", err)
+				return
+			}
+			id := p.eng.Identity()
+			out[string(p.route)] = poolStatus{Queued: st.Visible, InFlight: st.InFlight, DeadLetters: st.Dead, Backend: id.Backend, Model: id.File}
+		}
+		lambda.JSONResponse(http.StatusOK, map[string]any{"pools": out}).Write(rw)
+	})
+}
