@@ -116,11 +116,12 @@ image-steps:
 run: build
 	./scripts/run-examples.sh
 
-## test: every test on both llama.cpp routes (module, then upstream), with the race detector
+## test: every test on both llama.cpp routes (module, then upstream), with the race detector; then the CPU image's steps and its SageMaker start
 .PHONY: test
 test:
 	$(MAKE) --no-print-directory test/route LLAMA=module
 	$(MAKE) --no-print-directory test/route LLAMA=upstream
+	$(MAKE) --no-print-directory image-steps IMAGE=cpu
 
 ## test/route: every test with the llama.cpp of LLAMA, then -race on the concurrent packages
 .PHONY: test/route
@@ -161,6 +162,16 @@ bench: build
 .PHONY: bench-routes
 bench-routes:
 	./scripts/bench-routes.sh
+
+## gpu-bundle: what scripts/gpu-check.sh needs on a GPU machine without Go or network (.verdict/gpu-bundle)
+.PHONY: gpu-bundle
+gpu-bundle:
+	./scripts/gpu-bundle.sh
+
+## bench-portable: W0 prefill of the images' portable build (x86-64-v3, dynamic backends) against native, interleaved (ROUNDS=3)
+.PHONY: bench-portable
+bench-portable:
+	./scripts/bench-portable.sh
 
 ## fuzz: run each fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s

@@ -31,6 +31,9 @@ import (
 
 // Config says what to run.
 type Config struct {
+	// GPULayers is llamacpp.Options.GPULayers for every engine the bench
+	// opens (0 = CPU; -1 = all layers on the GPU).
+	GPULayers int
 	// Model is the GGUF for W1–W3.
 	Model string
 	// PrefillModel is the GGUF for the prefill table (W0); empty skips it.
@@ -156,7 +159,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// and each cached measurement gets a new engine so that it cannot
 	// reuse prefixes another mode left behind.
 	newEngine := func(noCache bool) (*llamacpp.Engine, error) {
-		return llamacpp.New(llamacpp.Options{ModelPath: cfg.Model, Threads: cfg.Threads, NoPrefixCache: noCache, FlashAttention: cfg.FlashAttention, BranchBatchTokens: cfg.BranchBatchTokens, PrefixCacheTokens: cfg.PrefixCacheTokens})
+		return llamacpp.New(llamacpp.Options{ModelPath: cfg.Model, Threads: cfg.Threads, GPULayers: cfg.GPULayers, NoPrefixCache: noCache, FlashAttention: cfg.FlashAttention, BranchBatchTokens: cfg.BranchBatchTokens, PrefixCacheTokens: cfg.PrefixCacheTokens})
 	}
 	fresh, err := newEngine(true)
 	if err != nil {
@@ -201,7 +204,7 @@ func defaultThreads() int {
 // each thread count.
 func runPrefill(ctx context.Context, cfg Config, rep *Report) error {
 	for _, th := range cfg.PrefillThreads {
-		e, err := llamacpp.New(llamacpp.Options{ModelPath: cfg.PrefillModel, Threads: th, NoPrefixCache: true})
+		e, err := llamacpp.New(llamacpp.Options{ModelPath: cfg.PrefillModel, Threads: th, GPULayers: cfg.GPULayers, NoPrefixCache: true})
 		if err != nil {
 			return err
 		}

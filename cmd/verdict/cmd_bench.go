@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/verdict-dev/verdict/bench"
+	"github.com/verdict-dev/verdict/engine/llamacpp"
 )
 
 func init() {
@@ -39,6 +40,7 @@ func runBench(ctx context.Context, args []string) error {
 	flashAttn := fs.String("flash-attn", "auto", "flash attention for W1–W3: auto, on or off")
 	branchTokens := fs.Int("branch-batch", 0, "suffix tokens decoded together in one call (default: the engine's)")
 	cacheTokens := fs.Int("prefix-cache-tokens", 0, "tokens the prefix cache may hold (default: the engine's)")
+	gpuLayers := fs.Int("gpu-layers", -1, "layers to offload to a GPU: -1 = all when a GPU backend and device are present, 0 = CPU only")
 	debias := fs.Int("debias", 4, "W1, W2: add a row scoring every decision under this many option orders (0 = no row)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -47,7 +49,7 @@ func runBench(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg := bench.Config{Model: *modelPath, PrefillModel: *prefill, Threads: *threads, States: *states, Questions: *questions,
-		JevBench: *jev, JevLimit: *limit, Independent: *indep, Concurrency: *conc, IndependentTokens: *indepTokens, FlashAttention: *flashAttn, BranchBatchTokens: *branchTokens, PrefixCacheTokens: *cacheTokens, Debias: *debias, Log: os.Stderr}
+		JevBench: *jev, JevLimit: *limit, Independent: *indep, Concurrency: *conc, IndependentTokens: *indepTokens, FlashAttention: *flashAttn, BranchBatchTokens: *branchTokens, PrefixCacheTokens: *cacheTokens, Debias: *debias, GPULayers: gpuLayersFor(*gpuLayers, llamacpp.Info().Devices), Log: os.Stderr}
 	for _, w := range strings.Split(*workloads, ",") {
 		if w = strings.TrimSpace(w); w != "" {
 			cfg.Workloads = append(cfg.Workloads, w)
