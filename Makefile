@@ -184,9 +184,10 @@ fuzz:
 	$(GO) test ./worker -run '^$$' -fuzz FuzzDecodeMessage -fuzztime $(FUZZTIME)
 	$(GO) test ./lambda -run '^$$' -fuzz FuzzHandle -fuzztime $(FUZZTIME)
 
-## lint: gofmt and go vet (with and without the llamacpp tag)
+## lint: gofmt, go vet (with and without the llamacpp tag) and go mod tidy -diff
 .PHONY: lint
 lint:
+	$(GO) mod tidy -diff
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags $(TAGS) ./...
