@@ -68,10 +68,11 @@ type Config struct {
 	// change the decision (remove options the caller may not receive).
 	// Defaults to allowing everything.
 	AuthorizeFunc func(ctx context.Context, c Caller, d *decision.Decision) error
-	// RecordFunc, when set, is called with the answer before anything is
-	// enqueued (verdict up records accepted requests to report their
-	// status). An error is answered 503 and nothing is enqueued. Defaults
-	// to none.
+	// RecordFunc, when set, is called with the 202 answer once every
+	// message of the request is enqueued (verdict up records accepted
+	// requests to report their status); a request answered with an error
+	// is never recorded. An error is logged and the answer stays 202: the
+	// work is queued. Defaults to none.
 	RecordFunc func(ctx context.Context, c Caller, a *Accepted) error
 	// APIKeys maps an API key to its tenant ("" is allowed: the default
 	// tenant). Defaults to none.

@@ -258,16 +258,18 @@ func (h *Handler) accept(ctx context.Context, req *Request, caller Caller, forma
 	}
 	sctx, cancel := context.WithTimeout(ctx, h.cfg.SendTimeout)
 	defer cancel()
-	if h.cfg.RecordFunc != nil {
-		if err := h.cfg.RecordFunc(sctx, caller, &acc); err != nil {
-			h.cfg.Logger.WarnContext(ctx, "front door: record request failed", "err", err, "request_id", reqID)
-			return unavailable()
-		}
-	}
 	for _, route := range routes {
 		if err := h.send(sctx, route, out[route]); err != nil {
 			h.cfg.Logger.WarnContext(ctx, "front door: enqueue failed", "err", err, "request_id", reqID, "route", route)
 			return unavailable()
+		}
+	}
+	// Recorded only once it is queued: a request answered 503 must not be
+	// reported as queued. The work is queued whatever the record does, so
+	// a failed record still answers 202.
+	if h.cfg.RecordFunc != nil {
+		if err := h.cfg.RecordFunc(sctx, caller, &acc); err != nil {
+			h.cfg.Logger.WarnContext(ctx, "front door: record request failed; its status is known once results are stored", "err", err, "request_id", reqID)
 		}
 	}
 

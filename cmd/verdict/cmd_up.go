@@ -303,7 +303,7 @@ func openRequestLog(path string) (*requestLog, error) {
 
 func (l *requestLog) Close() error { return l.db.Close() }
 
-// record is the front door's RecordFunc: it runs before the request is
+// record is the front door's RecordFunc: it runs once the request is
 // enqueued. A retried request (same Idempotency-Key) is recorded once.
 func (l *requestLog) record(ctx context.Context, c lambda.Caller, a *lambda.Accepted) error {
 	tx, err := l.db.BeginTx(ctx, nil)

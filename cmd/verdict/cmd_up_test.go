@@ -160,3 +160,41 @@ func TestRequireKeyGuardsAdminRoutes(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, call(keys, "X-Api-Key", "k1"))
 	require.Equal(t, http.StatusNoContent, call(nil, "", "")) // loopback-only mode
 }
+
+// TestUpRequestAnswered503IsNotQueued: a request the front door answered
+// 503 (the queue failed) is unknown to the status API, not "queued"
+// forever.
+func TestUpRequestAnswered503IsNotQueued(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	q, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(dir, "queue.db"), Name: upQueueName})
+	require.NoError(t, err)
+	store, err := sink.OpenStore(filepath.Join(dir, "results.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = store.Close() })
+	reqs, err := openRequestLog(filepath.Join(dir, "requests.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reqs.Close() })
+	front, err := lambda.New(lambda.Config{
+		Queues: map[decision.Route]queue.Sender{decision.RouteCPU: q}, AllowAnonymous: true, RecordFunc: reqs.record,
+	})
+	require.NoError(t, err)
+	api := &upAPI{front: front, store: store, reqs: reqs}
+	require.NoError(t, q.Close()) // every Send fails from now on
+
+	req := httptest.NewRequest("POST", "/v1/decisions", strings.NewReader(
+		`{"id": "a", "state": "s", "question": "q?", "options": [{"id": "x", "description": ""}, {"id": "y", "description": ""}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	front.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
+	var refused lambda.ErrorBody
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &refused))
+	require.NotEmpty(t, refused.RequestID)
+
+	get := httptest.NewRequest("GET", "/v1/requests/"+refused.RequestID, nil)
+	get.SetPathValue("id", refused.RequestID)
+	rec = httptest.NewRecorder()
+	api.getRequest(rec, get)
+	require.Equal(t, http.StatusNotFound, rec.Code, rec.Body.String())
+}
