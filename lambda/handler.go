@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/verdict-dev/verdict/auth"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/queue"
 )
@@ -103,7 +104,7 @@ type ErrorBody struct {
 // Handler is the front door. It is safe for concurrent use.
 type Handler struct {
 	cfg  Config
-	keys []apiKey
+	auth *auth.Authenticator
 }
 
 // New checks cfg and returns a Handler.
@@ -112,7 +113,11 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	cfg.withDefaults()
-	return &Handler{cfg: cfg, keys: hashKeys(cfg.APIKeys)}, nil
+	a, err := auth.New(cfg.APIKeys, cfg.AllowAnonymous)
+	if err != nil {
+		return nil, fmt.Errorf("%w: APIKeys: %w", ErrConfig, err)
+	}
+	return &Handler{cfg: cfg, auth: a}, nil
 }
 
 // Handle answers one request. It never panics: a panic in a dependency is

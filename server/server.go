@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/verdict-dev/verdict/auth"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
 )
@@ -33,7 +33,7 @@ type Server struct {
 	adm     *admission
 	metrics *metrics
 	promh   http.Handler
-	keys    []apiKey
+	auth    *auth.Authenticator
 }
 
 // readyState is what SetScorer installs.
@@ -43,11 +43,6 @@ type readyState struct {
 	name   string
 }
 
-type apiKey struct {
-	key    []byte
-	tenant string
-}
-
 // New builds a Server from cfg.
 func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
@@ -55,9 +50,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, adm: newAdmission(cfg.MaxConcurrent, cfg.MaxQueue)}
-	for k, t := range cfg.APIKeys {
-		s.keys = append(s.keys, apiKey{key: []byte(k), tenant: t})
+	// Without keys authentication is off: CheckBind keeps such a server on
+	// loopback unless the platform in front authenticates.
+	a, err := auth.New(cfg.APIKeys, len(cfg.APIKeys) == 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: APIKeys: %w", ErrConfig, err)
 	}
+	s.auth = a
 	reg := cfg.Registry
 	if reg == nil {
 		reg = defaultRegistry()
@@ -216,10 +215,14 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, rs *reqState) {
 		s.writeError(w, rs, e)
 		return
 	}
-	if rs.route != "ping" && !s.authenticate(r, rs) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="verdict"`)
-		s.writeError(w, rs, newAPIError(http.StatusUnauthorized, "unauthorized", "missing or bad API key (send Authorization: Bearer <key>)"))
-		return
+	if !auth.Open(path) {
+		c, err := s.auth.Check(r.Header, "")
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", auth.Challenge)
+			s.writeError(w, rs, newAPIError(http.StatusUnauthorized, auth.Code, "%s", auth.Message(err)))
+			return
+		}
+		rs.tenant, rs.apiKey = c.Tenant, c.Key
 	}
 	h(w, r, rs)
 }
@@ -231,30 +234,6 @@ func methodAllowed(allow, method string) bool {
 		}
 	}
 	return false
-}
-
-// authenticate checks the bearer key when keys are configured. Every key
-// is compared, in constant time, whether or not an earlier one matched.
-func (s *Server) authenticate(r *http.Request, rs *reqState) bool {
-	if len(s.keys) == 0 {
-		return true
-	}
-	auth := r.Header.Get("Authorization")
-	const prefix = "bearer "
-	if len(auth) <= len(prefix) || !strings.EqualFold(auth[:len(prefix)], prefix) {
-		return false
-	}
-	got := []byte(strings.TrimSpace(auth[len(prefix):]))
-	found := 0
-	tenant := ""
-	for _, k := range s.keys {
-		if subtle.ConstantTimeCompare(got, k.key) == 1 {
-			found = 1
-			tenant = k.tenant
-		}
-	}
-	rs.tenant, rs.apiKey = tenant, string(got)
-	return found == 1
 }
 
 func (s *Server) handlePing(w http.ResponseWriter, _ *http.Request, rs *reqState) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -13,9 +12,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
+	"github.com/verdict-dev/verdict/auth"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/lambda"
 	"github.com/verdict-dev/verdict/model"
@@ -99,24 +98,6 @@ func (f *upFlags) check() error {
 	return nil
 }
 
-// checkLoopback refuses to serve without keys on anything but loopback.
-func checkLoopback(addr string, keys map[string]string) error {
-	if len(keys) > 0 {
-		return nil
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("flag --addr: %q is not HOST:PORT", addr)
-	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	return fmt.Errorf("flag --addr: %q is not a loopback address; set --api-keys to serve it", addr)
-}
-
 func runUp(ctx context.Context, args []string) error {
 	var f upFlags
 	fs := f.register()
@@ -136,8 +117,8 @@ func runUp(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := checkLoopback(f.addr, keys); err != nil {
-		return err
+	if err := auth.CheckBind(f.addr, len(keys) > 0, false); err != nil {
+		return fmt.Errorf("flag --addr: %w", err)
 	}
 	if err := os.MkdirAll(f.data, 0o755); err != nil {
 		return fmt.Errorf("flag --data: %w", err)
@@ -217,17 +198,7 @@ func runUp(ctx context.Context, args []string) error {
 		return fmt.Errorf("flag --addr: %w", err)
 	}
 	api := &upAPI{front: front, store: store, reqs: reqs}
-	mux := http.NewServeMux()
-	mux.Handle("POST "+lambda.PathDecisions, front)
-	mux.Handle("POST "+lambda.PathSystemOneAsync, front)
-	mux.HandleFunc("GET /v1/requests/{id}", api.getRequest)
-	mux.HandleFunc("GET /v1/decisions/{id}", api.getDecision)
-	mux.Handle("GET /metrics", w.Handler())
-	mux.Handle("/admin/policy", requireKey(keys, holder.Handler()))
-	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
-		lambda.JSONResponse(http.StatusOK, map[string]string{"status": "ok"}).Write(rw)
-	})
-	mux.Handle("/", front) // 404 and 405 answers in the front door's shape
+	mux := upRoutes(front, api, w.Handler(), holder.Handler())
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn)}
 
@@ -551,27 +522,31 @@ func (a *upAPI) getDecision(rw http.ResponseWriter, r *http.Request) {
 	lambda.JSONResponse(http.StatusOK, out).Write(rw)
 }
 
-// requireKey guards an admin route: with API keys configured, the request
-// must carry one (Authorization: Bearer KEY or X-Api-Key), compared in
-// constant time; without keys `verdict up` listens on loopback only.
-func requireKey(keys map[string]string, next http.Handler) http.Handler {
+// upRoutes is the HTTP surface of `verdict up`. Every route but the health
+// check (auth.Open) authenticates its caller through the front door, by the
+// rules of package auth, and answers a refusal in the front door's shape.
+func upRoutes(front *lambda.Handler, api *upAPI, metrics, policyAdmin http.Handler) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("POST "+lambda.PathDecisions, front)
+	mux.Handle("POST "+lambda.PathSystemOneAsync, front)
+	mux.HandleFunc("GET /v1/requests/{id}", api.getRequest)
+	mux.HandleFunc("GET /v1/decisions/{id}", api.getDecision)
+	mux.Handle("GET /metrics", guarded(front, metrics))
+	mux.Handle("/admin/policy", guarded(front, policyAdmin))
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		lambda.JSONResponse(http.StatusOK, map[string]string{"status": "ok"}).Write(rw)
+	})
+	mux.Handle("/", front) // 404 and 405 answers in the front door's shape
+	return mux
+}
+
+// guarded serves next to the callers the front door accepts; others get
+// its 401.
+func guarded(front *lambda.Handler, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(keys) > 0 {
-			got := r.Header.Get("X-Api-Key")
-			if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-				got = strings.TrimSpace(b)
-			}
-			ok := false
-			for k := range keys {
-				if subtle.ConstantTimeCompare([]byte(k), []byte(got)) == 1 {
-					ok = true
-				}
-			}
-			if !ok {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="verdict"`)
-				http.Error(w, `{"error":{"code":"unauthorized","message":"missing or bad API key"}}`, http.StatusUnauthorized)
-				return
-			}
+		if _, resp := front.Authenticate(&lambda.Request{Method: r.Method, Path: r.URL.Path, Header: r.Header}); resp != nil {
+			resp.Write(w)
+			return
 		}
 		next.ServeHTTP(w, r)
 	})
