@@ -13,12 +13,17 @@ import (
 
 	"github.com/verdict-dev/verdict/auth"
 	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/listen"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/server"
 )
 
 // sageMakerModelDir is where SageMaker puts the model artifacts.
 const sageMakerModelDir = "/opt/ml/model"
+
+// serveTransferMargin is what the listener's body and write timeouts add to
+// --timeout, for the transfer before admission and after the answer.
+const serveTransferMargin = 10 * time.Second
 
 func init() {
 	register(command{
@@ -128,11 +133,13 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("flag --addr: %w", err)
 	}
-	hs := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
+	// A request may take --timeout from admission to answer; the body and
+	// the answer get as long, plus a margin for the transfer.
+	hs, err := listen.New(srv, listen.Config{BodyTimeout: f.timeout + serveTransferMargin,
+		WriteTimeout: f.timeout + serveTransferMargin, Logger: slog.Default()})
+	if err != nil {
+		_ = ln.Close()
+		return err
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()

@@ -17,6 +17,7 @@ import (
 	"github.com/verdict-dev/verdict/auth"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/lambda"
+	"github.com/verdict-dev/verdict/listen"
 	"github.com/verdict-dev/verdict/model"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/queue"
@@ -193,14 +194,15 @@ func runUp(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	api := &upAPI{front: front, store: store, reqs: reqs}
+	hs, err := listen.New(upRoutes(front, api, w.Handler(), holder.Handler()), listen.Config{Logger: slog.Default()})
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("flag --addr: %w", err)
 	}
-	api := &upAPI{front: front, store: store, reqs: reqs}
-	mux := upRoutes(front, api, w.Handler(), holder.Handler())
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
-		ErrorLog: slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn)}
 
 	wctx, stopWorker := context.WithCancel(context.Background())
 	defer stopWorker()

@@ -1,19 +1,25 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/verdict-dev/verdict/auth"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/lambda"
+	"github.com/verdict-dev/verdict/listen"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/queue"
 	"github.com/verdict-dev/verdict/server"
@@ -284,4 +290,76 @@ func TestUpRequestAnswered503IsNotQueued(t *testing.T) {
 	rec = httptest.NewRecorder()
 	api.getRequest(rec, get)
 	require.Equal(t, http.StatusNotFound, rec.Code, rec.Body.String())
+}
+
+// serveUp serves the rig's routes through the listener `verdict up` opens
+// (package listen) with cfg, on a random loopback port.
+func serveUp(t *testing.T, rig *upRig, cfg listen.Config) string {
+	t.Helper()
+	hs, err := listen.New(rig.mux, cfg)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	return ln.Addr().String()
+}
+
+// upSafetyNet is far beyond the timeouts these tests configure: reaching it
+// means a stalled connection was held open.
+const upSafetyNet = 20 * time.Second
+
+// TestUpListenerSlowloris: clients that send their headers and then stall
+// the body get 408 or a closed connection once the body timeout passes,
+// instead of holding their sockets.
+func TestUpListenerSlowloris(t *testing.T) {
+	t.Parallel()
+	addr := serveUp(t, newUpRig(t, nil), listen.Config{HeaderTimeout: 200 * time.Millisecond, BodyTimeout: 300 * time.Millisecond})
+	var conns []net.Conn
+	for range 20 {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		_, err = io.WriteString(c, "POST /v1/decisions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"state\": \"")
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	for i, c := range conns {
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(upSafetyNet)))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			var ne net.Error
+			require.False(t, errors.As(err, &ne) && ne.Timeout(), "conn %d held open: %v", i, err)
+			continue // closed without an answer
+		}
+		body, _ := io.ReadAll(resp.Body)
+		require.Equal(t, http.StatusRequestTimeout, resp.StatusCode, "conn %d: %s", i, body)
+		require.Contains(t, string(body), `"code":"timeout"`)
+	}
+}
+
+// TestUpListenerConnectionBound: beyond MaxConns open connections, one more
+// is answered 503 with Retry-After and closed.
+func TestUpListenerConnectionBound(t *testing.T) {
+	t.Parallel()
+	addr := serveUp(t, newUpRig(t, nil), listen.Config{MaxConns: 5})
+	send := func(c net.Conn, br *bufio.Reader) int {
+		_, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(upSafetyNet)))
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for range 5 { // kept alive: each holds a place
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		require.Equal(t, http.StatusOK, send(c, bufio.NewReader(c)))
+	}
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	require.Equal(t, http.StatusServiceUnavailable, send(c, bufio.NewReader(c)))
 }
