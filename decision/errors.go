@@ -102,9 +102,9 @@ func (f *fieldErrs) err() error {
 // malformed wraps a JSON syntax problem at path.
 func malformed(path string, err error) error {
 	if path == "" {
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
-	return fmt.Errorf("%w: %s: %v", ErrMalformed, path, err)
+	return fmt.Errorf("%w: %s: %w", ErrMalformed, path, err)
 }
 
 // join builds a JSON path: join("options", 3, "id") = "options[3].id".

@@ -90,7 +90,7 @@ func (e *Envelope) Marshal() ([]byte, error) {
 func UnmarshalEnvelope(b []byte) (*Envelope, error) {
 	var e Envelope
 	if err := json.Unmarshal(b, &e); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadEnvelope, err)
+		return nil, fmt.Errorf("%w: %w", ErrBadEnvelope, err)
 	}
 	switch {
 	case e.Version != EnvelopeVersion:

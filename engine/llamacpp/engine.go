@@ -629,7 +629,7 @@ func (e *Engine) runRound(round []*job) {
 
 func mapDecodeErr(err error) error {
 	if errors.Is(err, ErrNoKVSlot) {
-		return fmt.Errorf("%w: %v", engine.ErrContextFull, err)
+		return fmt.Errorf("%w: %w", engine.ErrContextFull, err)
 	}
 	return err
 }
