@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+
+	"github.com/verdict-dev/verdict/decision"
 )
 
 // Sentinel errors. The refusals (ErrNoKey, ErrBadKey, ErrTwoKeys) read well
@@ -30,7 +32,7 @@ var (
 )
 
 // Code is the "code" of every 401 answer.
-const Code = "unauthorized"
+const Code = decision.CodeUnauthorized
 
 // Challenge is the WWW-Authenticate header of every 401 answer.
 const Challenge = `Bearer realm="verdict"`

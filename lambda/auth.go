@@ -1,8 +1,6 @@
 package lambda
 
 import (
-	"net/http"
-
 	"github.com/verdict-dev/verdict/auth"
 )
 
@@ -26,7 +24,7 @@ func (h *Handler) Authenticate(req *Request) (Caller, *Response) {
 // Unauthorized is the 401 answer to an auth refusal, in the front door's
 // error shape.
 func Unauthorized(err error) *Response {
-	r := errorResponse(http.StatusUnauthorized, ErrorBody{Code: auth.Code, Message: auth.Message(err)})
+	r := errorResponse(ErrorBody{Code: auth.Code, Message: auth.Message(err)})
 	r.Header.Set("WWW-Authenticate", auth.Challenge)
 	return r
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+
+	"github.com/verdict-dev/verdict/decision"
 )
 
 // ServeHTTP serves the front door's routes over net/http (verdict up). The
@@ -18,13 +20,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		resp = errorResponse(http.StatusRequestEntityTooLarge, ErrorBody{Code: "too_large",
+		resp = errorResponse(ErrorBody{Code: decision.CodeTooLarge,
 			Message: "body is larger than the limit of " + strconv.Itoa(h.cfg.MaxBodyBytes) + " bytes"})
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		resp = errorResponse(http.StatusRequestTimeout, ErrorBody{Code: "timeout", Message: "the request body did not arrive in time"})
+		resp = errorResponse(ErrorBody{Code: decision.CodeTimeout, Message: "the request body did not arrive in time"})
+		resp.Status = http.StatusRequestTimeout // the client was slow, not the server
 		w.Header().Set("Connection", "close")
 	case err != nil:
-		resp = errorResponse(http.StatusBadRequest, ErrorBody{Code: "malformed", Message: "could not read the request body"})
+		resp = errorResponse(ErrorBody{Code: decision.CodeMalformed, Message: "could not read the request body"})
 	default:
 		req.Body = body
 		resp = h.Handle(r.Context(), req)

@@ -21,6 +21,7 @@ package listen
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,6 +30,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/verdict-dev/verdict/decision"
 )
 
 // ErrConfig: a Config field is invalid; the message names it.
@@ -197,10 +200,10 @@ func (s *Server) refuse(c net.Conn) {
 	go func() {
 		defer func() { <-s.refusing }()
 		defer c.Close()
-		body := `{"code":"overloaded","message":"too many open connections; retry later"}`
+		body, _ := json.Marshal(decision.ErrorBody{Code: decision.CodeOverloaded, Message: "too many open connections; retry later"})
 		retry := int((s.cfg.RetryAfter + time.Second - 1) / time.Second)
 		msg := "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: " +
-			strconv.Itoa(max(retry, 1)) + "\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+			strconv.Itoa(max(retry, 1)) + "\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + string(body)
 		_ = c.SetDeadline(time.Now().Add(refusalGrace))
 		if _, err := c.Write([]byte(msg)); err != nil {
 			return

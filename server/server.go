@@ -137,7 +137,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if p := recover(); p != nil {
 			s.cfg.Logger.Error("panic while serving", "request_id", rs.id, "panic", fmt.Sprint(p))
 			if sw.status == 0 {
-				s.writeError(sw, rs, newAPIError(http.StatusInternalServerError, "internal", "internal error"))
+				s.writeError(sw, rs, newAPIError(decision.CodeInternal, "internal error"))
 			}
 		}
 		s.finish(r, rs, sw, start)
@@ -206,11 +206,11 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, rs *reqState) {
 		h = func(w http.ResponseWriter, r *http.Request, _ *reqState) { s.cfg.PolicyAdmin.ServeHTTP(w, r) }
 	}
 	if h == nil {
-		s.writeError(w, rs, newAPIError(http.StatusNotFound, "not_found", "no route for %s", path))
+		s.writeError(w, rs, newAPIError(decision.CodeNotFound, "no route for %s", path))
 		return
 	}
 	if !methodAllowed(allow, r.Method) {
-		e := newAPIError(http.StatusMethodNotAllowed, "method_not_allowed", "%s does not accept %s (allowed: %s)", path, r.Method, allow)
+		e := newAPIError(decision.CodeMethodNotAllowed, "%s does not accept %s (allowed: %s)", path, r.Method, allow)
 		e.allow = allow
 		s.writeError(w, rs, e)
 		return
@@ -219,7 +219,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, rs *reqState) {
 		c, err := s.auth.Check(r.Header, "")
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", auth.Challenge)
-			s.writeError(w, rs, newAPIError(http.StatusUnauthorized, auth.Code, "%s", auth.Message(err)))
+			s.writeError(w, rs, newAPIError(decision.CodeUnauthorized, "%s", auth.Message(err)))
 			return
 		}
 		rs.tenant, rs.apiKey = c.Tenant, c.Key
@@ -253,15 +253,13 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || !jsonMediaType(mt) {
-			e := newAPIError(http.StatusUnsupportedMediaType, "unsupported_media_type",
-				"content type %q is not accepted; send application/json", ct)
+			e := newAPIError(decision.CodeUnsupportedMediaType, "content type %q is not accepted; send application/json", ct)
 			e.contract = "Content-Type must be application/json (got " + strconv.Quote(ct) + ")"
 			return nil, e
 		}
 	}
 	if r.ContentLength > s.cfg.MaxBodyBytes {
-		return nil, newAPIError(http.StatusRequestEntityTooLarge, "too_large",
-			"body is %d bytes, limit is %d", r.ContentLength, s.cfg.MaxBodyBytes)
+		return nil, newAPIError(decision.CodeTooLarge, "body is %d bytes, limit is %d", r.ContentLength, s.cfg.MaxBodyBytes)
 	}
 	// A slow sender must not hold its admission slot for longer than a
 	// request may take.
@@ -277,14 +275,14 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, newAPIError(http.StatusRequestEntityTooLarge, "too_large",
-				"body is larger than the limit of %d bytes", s.cfg.MaxBodyBytes)
+			return nil, newAPIError(decision.CodeTooLarge, "body is larger than the limit of %d bytes", s.cfg.MaxBodyBytes)
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, newAPIError(http.StatusRequestTimeout, "timeout",
-				"the body did not arrive within %v", s.cfg.Timeout)
+			e := newAPIError(decision.CodeTimeout, "the body did not arrive within %v", s.cfg.Timeout)
+			e.status = http.StatusRequestTimeout // the client was slow, not the server
+			return nil, e
 		}
-		return nil, newAPIError(http.StatusBadRequest, "malformed", "reading the body: %v", err)
+		return nil, newAPIError(decision.CodeMalformed, "reading the body: %v", err)
 	}
 	return body, nil
 }
@@ -386,7 +384,7 @@ func (s *Server) checkScore(err error, got, want int) *apiError {
 		return scoreError(err, s.cfg.Timeout)
 	}
 	if got != want {
-		return newAPIError(http.StatusInternalServerError, "engine", "the scorer returned %d results for %d decisions", got, want)
+		return newAPIError(decision.CodeEngine, "the scorer returned %d results for %d decisions", got, want)
 	}
 	return nil
 }

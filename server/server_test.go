@@ -343,7 +343,7 @@ func TestAuthUsesTheAuthPackageRules(t *testing.T) {
 		r = do(t, method, b.url+path, nil, "Authorization", "Bearer k-alpha", "X-Api-Key", "k-beta")
 		require.Equal(t, http.StatusUnauthorized, r.status, path)
 		body := r.json(t)
-		require.Equal(t, auth.Code, body["code"], path)
+		require.EqualValues(t, auth.Code, body["code"], path)
 		require.Equal(t, auth.Message(auth.ErrTwoKeys), body["message"], path)
 		require.Equal(t, auth.Challenge, r.header.Get("WWW-Authenticate"))
 		r = do(t, method, b.url+path, nil)

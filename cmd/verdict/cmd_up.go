@@ -389,11 +389,11 @@ func (a *upAPI) caller(rw http.ResponseWriter, r *http.Request) (lambda.Caller, 
 
 func internalError(rw http.ResponseWriter, what string, err error) {
 	slog.Error("verdict up: "+what, "err", err)
-	lambda.ErrorResponse(http.StatusInternalServerError, lambda.ErrorBody{Code: "internal", Message: "internal error"}).Write(rw)
+	lambda.ErrorResponse(lambda.ErrorBody{Code: decision.CodeInternal, Message: "internal error"}).Write(rw)
 }
 
 func notFound(rw http.ResponseWriter, msg string) {
-	lambda.ErrorResponse(http.StatusNotFound, lambda.ErrorBody{Code: "not_found", Message: msg}).Write(rw)
+	lambda.ErrorResponse(lambda.ErrorBody{Code: decision.CodeNotFound, Message: msg}).Write(rw)
 }
 
 // status builds the status of one request, or found=false.

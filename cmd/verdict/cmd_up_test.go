@@ -247,7 +247,7 @@ func TestOne401AcrossEntryPoints(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, fromUp.Code)
 		require.Equal(t, http.StatusUnauthorized, fromServe.Code)
 		want := read(fromLambda.Body)
-		require.Equal(t, auth.Code, want.Code)
+		require.EqualValues(t, auth.Code, want.Code)
 		require.Equal(t, want, read(fromUp.Body.Bytes()), "up, %v", hdr)
 		require.Equal(t, want, read(fromServe.Body.Bytes()), "serve, %v", hdr)
 		require.Equal(t, fromLambda.Header.Get("WWW-Authenticate"), fromServe.Header().Get("WWW-Authenticate"))
