@@ -30,7 +30,7 @@ func TestAuthenticateUsesTheAuthRules(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, post(b.h, "Authorization", "Bearer "+testKey, "X-Api-Key", testKey).Status)
 	for kv, want := range map[[4]string]error{
 		{"Authorization", "Bearer " + testKey, "X-Api-Key", "other-key-987654321"}: auth.ErrTwoKeys,
-		{"X-Api-Key", "wrong"}: auth.ErrBadKey,
+		{"X-Api-Key", "wrong"}:                auth.ErrBadKey,
 		{"Authorization", "Basic " + testKey}: auth.ErrNoKey, // another scheme is not a key
 	} {
 		resp := post(b.h, kv[:]...)
