@@ -34,8 +34,9 @@ type Router interface {
 type Caller struct {
 	// Tenant is the tenant the API key maps to, or the authorizer identity.
 	Tenant string
-	// APIKey is the key the caller presented ("" for authorizer identities
-	// and anonymous callers).
+	// APIKey is the key the caller presented and that was checked ("" for
+	// authorizer identities, anonymous callers, and when no keys are
+	// configured, as a key is then not checked).
 	APIKey string
 	// Identity is the authorizer identity from the request context (an IAM
 	// ARN, a JWT subject), when there was one.
