@@ -2,7 +2,6 @@ package batch
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/verdict-dev/verdict/decision"
@@ -79,22 +78,10 @@ func ParseLine(no int, data []byte, l decision.Limits) Item {
 // TooLongError is the error result of a line over the length limit.
 func TooLongError(n int64, maxLine int) *decision.Error {
 	msg := fmt.Sprintf("line is %d bytes, longer than --max-line-bytes (%d); skipped", n, maxLine)
-	return &decision.Error{Code: "too_large", Message: msg, Fields: []decision.FieldError{{Path: "", Message: msg}}}
+	return &decision.Error{Code: decision.CodeTooLarge, Message: msg, Fields: []decision.FieldError{{Path: "", Message: msg}}}
 }
 
 // LineError turns a parse error into an error result naming the fields.
 func LineError(err error) *decision.Error {
-	code := "invalid"
-	switch {
-	case errors.Is(err, decision.ErrMalformed):
-		code = "malformed"
-	case errors.Is(err, decision.ErrTooLarge):
-		code = "too_large"
-	}
-	e := &decision.Error{Code: code, Message: err.Error()}
-	var ve *decision.ValidationError
-	if errors.As(err, &ve) {
-		e.Fields = ve.Errors
-	}
-	return e
+	return decision.ErrorFor(err, decision.CodeInvalid)
 }

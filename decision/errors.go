@@ -1,7 +1,6 @@
 package decision
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 )
@@ -9,12 +8,13 @@ import (
 // Sentinel errors. Each error returned by this package matches exactly one
 // of them with errors.Is.
 var (
-	// ErrMalformed: the body is not the JSON it claims to be (HTTP 400).
-	ErrMalformed = errors.New("decision: malformed JSON")
-	// ErrInvalid: valid JSON that breaks a field rule (HTTP 422).
-	ErrInvalid = errors.New("decision: invalid request")
-	// ErrTooLarge: a size limit was exceeded (HTTP 413).
-	ErrTooLarge = errors.New("decision: request too large")
+	// ErrMalformed: the body is not the JSON it claims to be (CodeMalformed,
+	// HTTP 400).
+	ErrMalformed = NewSentinel(CodeMalformed, "decision: malformed JSON")
+	// ErrInvalid: valid JSON that breaks a field rule (CodeInvalid, HTTP 422).
+	ErrInvalid = NewSentinel(CodeInvalid, "decision: invalid request")
+	// ErrTooLarge: a size limit was exceeded (CodeTooLarge, HTTP 413).
+	ErrTooLarge = NewSentinel(CodeTooLarge, "decision: request too large")
 )
 
 // FieldError is one problem with one field, named by its JSON path, for
@@ -44,6 +44,15 @@ func (e *ValidationError) Error() string {
 		parts[i] = fe.Error()
 	}
 	return strings.Join(parts, "; ")
+}
+
+// ErrorCode is CodeTooLarge when any problem is a size limit, else
+// CodeInvalid.
+func (e *ValidationError) ErrorCode() Code {
+	if e.tooLarge {
+		return CodeTooLarge
+	}
+	return CodeInvalid
 }
 
 // Is reports the class of the error for errors.Is.
@@ -102,9 +111,9 @@ func (f *fieldErrs) err() error {
 // malformed wraps a JSON syntax problem at path.
 func malformed(path string, err error) error {
 	if path == "" {
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
-	return fmt.Errorf("%w: %s: %v", ErrMalformed, path, err)
+	return fmt.Errorf("%w: %s: %w", ErrMalformed, path, err)
 }
 
 // join builds a JSON path: join("options", 3, "id") = "options[3].id".

@@ -111,11 +111,11 @@ type ModelIdentity struct {
 
 // Error describes why a decision has no scores.
 type Error struct {
-	// Code is a stable machine-readable reason: "invalid", "too_large",
-	// "malformed", "busy", "engine", "unsupported", "canceled",
-	// "calibration" (the calibration file is pinned to another model or
-	// prompt).
-	Code string `json:"code"`
+	// Code is a stable machine-readable reason (see Code): "invalid",
+	// "too_large", "malformed", "busy", "engine", "unsupported",
+	// "canceled", "closed", "timeout", "unavailable", "calibration" (the
+	// calibration file is pinned to another model or prompt).
+	Code Code `json:"code"`
 	// Message is for humans; for validation errors it lists field paths.
 	Message string `json:"message"`
 	// Fields lists validation problems by path.
@@ -124,4 +124,7 @@ type Error struct {
 	Retryable bool `json:"retryable"`
 }
 
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+
+// ErrorCode is e.Code, for CodeOf.
+func (e *Error) ErrorCode() Code { return e.Code }

@@ -15,50 +15,40 @@ type Scorer interface {
 	Score(ctx context.Context, ds []decision.Decision) ([]decision.Result, error)
 }
 
-// Sentinel errors shared by every runtime.
+// Sentinel errors shared by every runtime. Each carries its decision.Code,
+// so decision.CodeOf classifies it (HTTP status, queue action).
 var (
-	// ErrBusy: the admission queue is full; try again later (HTTP 503 with
-	// Retry-After; queue workers release the message with a delay).
-	ErrBusy = errors.New("engine: busy")
-	// ErrClosed: the scorer has been closed.
-	ErrClosed = errors.New("engine: closed")
+	// ErrBusy: the admission queue is full; try again later (CodeBusy: HTTP
+	// 503 with Retry-After; queue workers release the message with a delay).
+	ErrBusy = decision.NewSentinel(decision.CodeBusy, "engine: busy")
+	// ErrClosed: the scorer has been closed (CodeClosed: queue workers
+	// release the message at once).
+	ErrClosed = decision.NewSentinel(decision.CodeClosed, "engine: closed")
 	// ErrNoEngine: this binary was built without llama.cpp (build with
 	// `make build`, which sets the llamacpp tag and the include paths).
 	ErrNoEngine = errors.New("engine: built without llama.cpp (rebuild with `make build`: -tags llamacpp)")
 	// ErrUnsupported: the decision cannot be scored by this model, e.g. its
-	// options cannot all be given answer slots.
-	ErrUnsupported = errors.New("engine: unsupported decision")
-	// ErrContextFull: the prompt does not fit the context window.
-	ErrContextFull = errors.New("engine: prompt does not fit the context")
+	// options cannot all be given answer slots (CodeUnsupported).
+	ErrUnsupported = decision.NewSentinel(decision.CodeUnsupported, "engine: unsupported decision")
+	// ErrContextFull: the prompt does not fit the context window
+	// (CodeTooLarge).
+	ErrContextFull = decision.NewSentinel(decision.CodeTooLarge, "engine: prompt does not fit the context")
 	// ErrUnavailable: a remote engine failed in a way that may pass
-	// (retries exhausted on 503/429/5xx/connection errors).
-	ErrUnavailable = errors.New("engine: unavailable")
+	// (retries exhausted on 503/429/5xx/connection errors; CodeUnavailable).
+	ErrUnavailable = decision.NewSentinel(decision.CodeUnavailable, "engine: unavailable")
 )
 
 // Retryable reports whether err may succeed if the same work is tried
-// again later.
+// again later: its code's action is decision.ActionRetry.
 func Retryable(err error) bool {
-	return errors.Is(err, ErrBusy) || errors.Is(err, ErrUnavailable) ||
-		errors.Is(err, context.DeadlineExceeded)
+	return decision.CodeOf(err, decision.CodeEngine).Retryable()
 }
 
-// ErrorResult builds the result for a decision that could not be scored.
+// ErrorResult builds the result for a decision that could not be scored;
+// its code is decision.CodeOf(err), CodeEngine when err carries none.
 func ErrorResult(d *decision.Decision, err error) decision.Result {
-	code := "engine"
-	switch {
-	case errors.Is(err, ErrBusy):
-		code = "busy"
-	case errors.Is(err, ErrUnsupported):
-		code = "unsupported"
-	case errors.Is(err, ErrContextFull):
-		code = "too_large"
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		code = "canceled"
-	case errors.Is(err, ErrUnavailable):
-		code = "unavailable"
-	}
 	return decision.Result{
 		ID: d.ID, Kind: d.Kind, OptionIDs: d.OptionIDs(),
-		Error: &decision.Error{Code: code, Message: err.Error(), Retryable: Retryable(err)},
+		Error: decision.ErrorFor(err, decision.CodeEngine),
 	}
 }

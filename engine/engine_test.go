@@ -132,13 +132,16 @@ func TestErrorResultAndRetryable(t *testing.T) {
 		{fmt.Errorf("wrapped: %w", engine.ErrUnavailable), "unavailable", true},
 		{engine.ErrUnsupported, "unsupported", false},
 		{engine.ErrContextFull, "too_large", false},
+		{fmt.Errorf("decode: %w: %w", engine.ErrContextFull, errors.New("no KV slot")), "too_large", false},
+		{engine.ErrClosed, "closed", false},
 		{context.Canceled, "canceled", false},
-		{context.DeadlineExceeded, "canceled", true},
+		{context.DeadlineExceeded, "timeout", true},
+		{fmt.Errorf("score: %w", context.DeadlineExceeded), "timeout", true},
 		{errors.New("boom"), "engine", false},
 	}
 	for _, c := range cases {
 		r := engine.ErrorResult(&d, c.err)
-		require.Equal(t, c.code, r.Error.Code, c.err.Error())
+		require.EqualValues(t, c.code, r.Error.Code, c.err.Error())
 		require.Equal(t, c.retryable, r.Error.Retryable, c.err.Error())
 		require.Equal(t, c.retryable, engine.Retryable(c.err))
 		require.Equal(t, "r", r.ID)

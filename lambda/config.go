@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/verdict-dev/verdict/auth"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/queue"
 	"github.com/verdict-dev/verdict/router"
@@ -34,8 +34,9 @@ type Router interface {
 type Caller struct {
 	// Tenant is the tenant the API key maps to, or the authorizer identity.
 	Tenant string
-	// APIKey is the key the caller presented ("" for authorizer identities
-	// and anonymous callers).
+	// APIKey is the key the caller presented and that was checked ("" for
+	// authorizer identities, anonymous callers, and when no keys are
+	// configured, as a key is then not checked).
 	APIKey string
 	// Identity is the authorizer identity from the request context (an IAM
 	// ARN, a JWT subject), when there was one.
@@ -68,16 +69,19 @@ type Config struct {
 	// change the decision (remove options the caller may not receive).
 	// Defaults to allowing everything.
 	AuthorizeFunc func(ctx context.Context, c Caller, d *decision.Decision) error
-	// RecordFunc, when set, is called with the answer before anything is
-	// enqueued (verdict up records accepted requests to report their
-	// status). An error is answered 503 and nothing is enqueued. Defaults
-	// to none.
+	// RecordFunc, when set, is called with the 202 answer once every
+	// message of the request is enqueued (verdict up records accepted
+	// requests to report their status); a request answered with an error
+	// is never recorded. An error is logged and the answer stays 202: the
+	// work is queued. Defaults to none.
 	RecordFunc func(ctx context.Context, c Caller, a *Accepted) error
 	// APIKeys maps an API key to its tenant ("" is allowed: the default
 	// tenant). Defaults to none.
 	APIKeys map[string]string
 	// AllowAnonymous accepts requests without credentials (tenant "").
-	// A wrong key is refused even so. Defaults to false.
+	// A wrong key is refused even so while APIKeys is set; with no APIKeys,
+	// authentication is off and a presented key is not checked (package
+	// auth). Defaults to false.
 	AllowAnonymous bool
 	// TrustAuthorizer accepts the identity API Gateway's authorizer (IAM,
 	// JWT, Lambda authorizer) put in the request context instead of an API
@@ -134,10 +138,8 @@ func (c *Config) validate() error {
 	if c.SendTimeout < 0 {
 		errs = append(errs, fmt.Sprintf("SendTimeout: %s must not be negative", c.SendTimeout))
 	}
-	for k, t := range c.APIKeys {
-		if strings.TrimSpace(k) == "" {
-			errs = append(errs, fmt.Sprintf("APIKeys: the key of tenant %q is empty", t))
-		}
+	if _, err := auth.New(c.APIKeys, c.AllowAnonymous); err != nil {
+		errs = append(errs, "APIKeys: "+auth.Message(err))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %s", ErrConfig, strings.Join(errs, "; "))
@@ -251,7 +253,7 @@ func LoadEnv(lookup func(string) (string, bool)) (Env, error) {
 		}
 		e.RetryAfter = d
 	}
-	keys, err := ParseAPIKeys(get("VERDICT_API_KEYS"))
+	keys, err := auth.ParseKeys(get("VERDICT_API_KEYS"))
 	if err != nil {
 		errs = append(errs, "VERDICT_API_KEYS: "+err.Error())
 	}
@@ -260,34 +262,4 @@ func LoadEnv(lookup func(string) (string, bool)) (Env, error) {
 		return e, fmt.Errorf("%w: %s", ErrConfig, strings.Join(errs, "; "))
 	}
 	return e, nil
-}
-
-// tenantRe is what may follow the last '=' of a VERDICT_API_KEYS entry as
-// a tenant; anything else (base64 padding, say) belongs to the key.
-var tenantRe = regexp.MustCompile(`^[A-Za-z0-9_.:@-]+$`)
-
-// ParseAPIKeys parses VERDICT_API_KEYS, the format of `verdict serve
-// --api-keys`: comma-separated entries, each KEY or KEY=TENANT (the tenant
-// follows the last '='; a key may itself contain '=', as base64 padding
-// does). It returns key → tenant. Errors never contain a key.
-func ParseAPIKeys(s string) (map[string]string, error) {
-	out := map[string]string{}
-	for i, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		key, tenant := part, ""
-		if j := strings.LastIndexByte(part, '='); j > 0 && tenantRe.MatchString(part[j+1:]) {
-			key, tenant = part[:j], part[j+1:]
-		}
-		if strings.ContainsAny(key, " \t") {
-			return nil, fmt.Errorf("entry %d: a key must not contain spaces", i+1)
-		}
-		if _, dup := out[key]; dup {
-			return nil, fmt.Errorf("entry %d: duplicate key", i+1)
-		}
-		out[key] = tenant
-	}
-	return out, nil
 }

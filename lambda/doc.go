@@ -13,9 +13,10 @@
 //     under "decision", or a batch under "decisions") and
 //     POST /v1/systemone/async (System One: one state, typed questions);
 //  2. content type (415), body size (413);
-//  3. authentication: an API key (X-Api-Key or Authorization: Bearer),
-//     compared in constant time against the configured keys, or the
-//     identity API Gateway's authorizer put in the request context (401);
+//  3. authentication by package auth's rules, shared with verdict serve:
+//     an API key (Authorization: Bearer or X-Api-Key) whose SHA-256 is
+//     compared in constant time with the configured keys', or the identity
+//     API Gateway's authorizer put in the request context (401);
 //  4. parsing and validation with package decision: 400 for malformed JSON,
 //     413 for size limits, 422 listing every field problem with its path;
 //  5. authorization by the policy, for every decision, before anything is

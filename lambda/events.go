@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/verdict-dev/verdict/decision"
 )
 
 // HandleHTTPAPI is the Lambda handler for API Gateway HTTP API events
@@ -50,7 +52,7 @@ func fromEvent(method, path string, headers map[string]string, body string, b64 
 	if b64 {
 		b, err := base64.StdEncoding.DecodeString(body)
 		if err != nil {
-			return nil, errorResponse(http.StatusBadRequest, ErrorBody{Code: "malformed", Message: "body is marked base64 but does not decode"})
+			return nil, errorResponse(ErrorBody{Code: decision.CodeMalformed, Message: "body is marked base64 but does not decode"})
 		}
 		req.Body = b
 	} else {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/verdict-dev/verdict/auth"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/queue"
 )
@@ -85,25 +86,15 @@ type AcceptedDecision struct {
 	Results  string `json:"results,omitempty"`
 }
 
-// ErrorBody is the body of every error answer. Message is always set (the
-// System One clients read it).
-type ErrorBody struct {
-	// Code is a stable reason: malformed, too_large, unsupported_media_type,
-	// invalid, unauthorized, forbidden, not_found, method_not_allowed,
-	// unavailable, internal.
-	Code string `json:"code"`
-	// Message is for humans.
-	Message string `json:"message"`
-	// Fields lists every field problem with its JSON path (422, 413).
-	Fields []decision.FieldError `json:"fields,omitempty"`
-	// RequestID is the request id, when one was assigned.
-	RequestID string `json:"request_id,omitempty"`
-}
+// ErrorBody is the body of every error answer: verdict's one error shape.
+// Message is always set (the System One clients read it); Code is one of
+// decision's codes and decides the status.
+type ErrorBody = decision.ErrorBody
 
 // Handler is the front door. It is safe for concurrent use.
 type Handler struct {
 	cfg  Config
-	keys []apiKey
+	auth *auth.Authenticator
 }
 
 // New checks cfg and returns a Handler.
@@ -112,7 +103,11 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	cfg.withDefaults()
-	return &Handler{cfg: cfg, keys: hashKeys(cfg.APIKeys)}, nil
+	a, err := auth.New(cfg.APIKeys, cfg.AllowAnonymous)
+	if err != nil {
+		return nil, fmt.Errorf("%w: APIKeys: %w", ErrConfig, err)
+	}
+	return &Handler{cfg: cfg, auth: a}, nil
 }
 
 // Handle answers one request. It never panics: a panic in a dependency is
@@ -121,7 +116,7 @@ func (h *Handler) Handle(ctx context.Context, req *Request) (resp *Response) {
 	defer func() {
 		if p := recover(); p != nil {
 			h.cfg.Logger.ErrorContext(ctx, "front door: panic", "panic", fmt.Sprint(p), "platform_request_id", req.PlatformRequestID)
-			resp = errorResponse(http.StatusInternalServerError, ErrorBody{Code: "internal", Message: "internal error"})
+			resp = errorResponse(ErrorBody{Code: decision.CodeInternal, Message: "internal error"})
 		}
 	}()
 	var format string
@@ -131,10 +126,10 @@ func (h *Handler) Handle(ctx context.Context, req *Request) (resp *Response) {
 	case PathSystemOneAsync, PathSystemOneAsync + "/":
 		format = queue.FormatSystemOne
 	default:
-		return errorResponse(http.StatusNotFound, ErrorBody{Code: "not_found", Message: "no such endpoint: " + trimForMessage(req.Path)})
+		return errorResponse(ErrorBody{Code: decision.CodeNotFound, Message: "no such endpoint: " + trimForMessage(req.Path)})
 	}
 	if req.Method != http.MethodPost {
-		r := errorResponse(http.StatusMethodNotAllowed, ErrorBody{Code: "method_not_allowed", Message: "use POST"})
+		r := errorResponse(ErrorBody{Code: decision.CodeMethodNotAllowed, Message: "use POST"})
 		r.Header.Set("Allow", http.MethodPost)
 		return r
 	}
@@ -142,7 +137,7 @@ func (h *Handler) Handle(ctx context.Context, req *Request) (resp *Response) {
 		return r
 	}
 	if len(req.Body) > h.cfg.MaxBodyBytes {
-		return errorResponse(http.StatusRequestEntityTooLarge, ErrorBody{Code: "too_large",
+		return errorResponse(ErrorBody{Code: decision.CodeTooLarge,
 			Message: fmt.Sprintf("body is %d bytes, limit is %d", len(req.Body), h.cfg.MaxBodyBytes)})
 	}
 	caller, r := h.Authenticate(req)
@@ -177,10 +172,10 @@ func (h *Handler) accept(ctx context.Context, req *Request, caller Caller, forma
 	for i := range ds {
 		if err := h.authorize(ctx, caller, &ds[i]); err != nil {
 			if errors.Is(err, ErrForbidden) {
-				return errorResponse(http.StatusForbidden, ErrorBody{Code: "forbidden", Message: forbiddenMessage(ds[i].ID, err)})
+				return errorResponse(ErrorBody{Code: decision.CodeForbidden, Message: forbiddenMessage(ds[i].ID, err)})
 			}
 			h.cfg.Logger.ErrorContext(ctx, "front door: authorization failed", "err", err, "tenant", caller.Tenant, "platform_request_id", req.PlatformRequestID)
-			return errorResponse(http.StatusInternalServerError, ErrorBody{Code: "internal", Message: "internal error"})
+			return errorResponse(ErrorBody{Code: decision.CodeInternal, Message: "internal error"})
 		}
 	}
 
@@ -218,11 +213,11 @@ func (h *Handler) accept(ctx context.Context, req *Request, caller Caller, forma
 		}
 		body, err := env.Marshal()
 		if errors.Is(err, queue.ErrTooLarge) {
-			return errorResponse(http.StatusRequestEntityTooLarge, ErrorBody{Code: "too_large", RequestID: reqID,
+			return errorResponse(ErrorBody{Code: decision.CodeTooLarge, RequestID: reqID,
 				Message: fmt.Sprintf("the decisions sharing one state do not fit in one queue message (%d bytes); send fewer or smaller decisions", queue.MaxMessageBytes)})
 		} else if err != nil {
 			h.cfg.Logger.ErrorContext(ctx, "front door: encode envelope", "err", err, "request_id", reqID)
-			return errorResponse(http.StatusInternalServerError, ErrorBody{Code: "internal", Message: "internal error", RequestID: reqID})
+			return errorResponse(ErrorBody{Code: decision.CodeInternal, Message: "internal error", RequestID: reqID})
 		}
 		if _, seen := out[route]; !seen {
 			routes = append(routes, route)
@@ -251,23 +246,25 @@ func (h *Handler) accept(ctx context.Context, req *Request, caller Caller, forma
 	}
 
 	unavailable := func() *Response {
-		r := errorResponse(http.StatusServiceUnavailable, ErrorBody{Code: "unavailable", RequestID: reqID,
+		r := errorResponse(ErrorBody{Code: decision.CodeUnavailable, RequestID: reqID,
 			Message: "the queue is unavailable; retry later with the same Idempotency-Key"})
 		r.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(h.cfg.RetryAfter)))
 		return r
 	}
 	sctx, cancel := context.WithTimeout(ctx, h.cfg.SendTimeout)
 	defer cancel()
-	if h.cfg.RecordFunc != nil {
-		if err := h.cfg.RecordFunc(sctx, caller, &acc); err != nil {
-			h.cfg.Logger.WarnContext(ctx, "front door: record request failed", "err", err, "request_id", reqID)
-			return unavailable()
-		}
-	}
 	for _, route := range routes {
 		if err := h.send(sctx, route, out[route]); err != nil {
 			h.cfg.Logger.WarnContext(ctx, "front door: enqueue failed", "err", err, "request_id", reqID, "route", route)
 			return unavailable()
+		}
+	}
+	// Recorded only once it is queued: a request answered 503 must not be
+	// reported as queued. The work is queued whatever the record does, so
+	// a failed record still answers 202.
+	if h.cfg.RecordFunc != nil {
+		if err := h.cfg.RecordFunc(sctx, caller, &acc); err != nil {
+			h.cfg.Logger.WarnContext(ctx, "front door: record request failed; its status is known once results are stored", "err", err, "request_id", reqID)
 		}
 	}
 
@@ -401,29 +398,27 @@ func retryAfterSeconds(d interface{ Seconds() float64 }) int {
 
 func checkContentType(ct string) *Response {
 	if ct == "" {
-		return errorResponse(http.StatusUnsupportedMediaType, ErrorBody{Code: "unsupported_media_type", Message: "Content-Type is required: application/json"})
+		return errorResponse(ErrorBody{Code: decision.CodeUnsupportedMediaType, Message: "Content-Type is required: application/json"})
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return errorResponse(http.StatusUnsupportedMediaType, ErrorBody{Code: "unsupported_media_type", Message: fmt.Sprintf("Content-Type %q is not supported; use application/json", trimForMessage(ct))})
+		return errorResponse(ErrorBody{Code: decision.CodeUnsupportedMediaType, Message: fmt.Sprintf("Content-Type %q is not supported; use application/json", trimForMessage(ct))})
 	}
 	return nil
 }
 
+// parseErrorResponse answers a parse error: decision.CodeOf says which
+// (400 malformed, 413 too large, 422 invalid), with the field paths.
 func parseErrorResponse(err error) *Response {
+	e := ErrorBody{Code: decision.CodeOf(err, decision.CodeInvalid), Message: err.Error()}
 	var ve *decision.ValidationError
-	fields := []decision.FieldError(nil)
 	if errors.As(err, &ve) {
-		fields = ve.Errors
+		e.Fields = ve.Errors
 	}
-	switch {
-	case errors.Is(err, decision.ErrMalformed):
-		return errorResponse(http.StatusBadRequest, ErrorBody{Code: "malformed", Message: strings.TrimPrefix(err.Error(), "decision: ")})
-	case errors.Is(err, decision.ErrTooLarge):
-		return errorResponse(http.StatusRequestEntityTooLarge, ErrorBody{Code: "too_large", Message: err.Error(), Fields: fields})
-	default:
-		return errorResponse(http.StatusUnprocessableEntity, ErrorBody{Code: "invalid", Message: err.Error(), Fields: fields})
+	if e.Code == decision.CodeMalformed {
+		e.Message = strings.TrimPrefix(e.Message, "decision: ")
 	}
+	return errorResponse(e)
 }
 
 func forbiddenMessage(id string, err error) string {
@@ -445,8 +440,9 @@ func trimForMessage(s string) string {
 // JSONResponse builds a JSON answer (for servers that add routes).
 func JSONResponse(status int, v any) *Response { return jsonResponse(status, v) }
 
-// ErrorResponse builds an error answer in the handler's error shape.
-func ErrorResponse(status int, e ErrorBody) *Response { return errorResponse(status, e) }
+// ErrorResponse builds an error answer in the handler's error shape, with
+// the status of its code.
+func ErrorResponse(e ErrorBody) *Response { return errorResponse(e) }
 
 // Write writes r to w.
 func (r *Response) Write(w http.ResponseWriter) {
@@ -468,7 +464,7 @@ func jsonResponse(status int, v any) *Response {
 	return &Response{Status: status, Header: h, Body: b}
 }
 
-func errorResponse(status int, e ErrorBody) *Response { return jsonResponse(status, e) }
+func errorResponse(e ErrorBody) *Response { return jsonResponse(e.Code.Status(), e) }
 
 // keyHash is the hex sha256 of an API key ("" for none): what envelopes
 // carry so the worker's policy can authorize by key without the key.

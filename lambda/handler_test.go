@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -368,6 +369,33 @@ func TestQueueFailureIs503WithRetryAfter(t *testing.T) {
 	require.Equal(t, "unavailable", body["code"])
 	require.NotContains(t, resp.Body, "sqlite")
 	require.NotContains(t, resp.Body, "closed")
+}
+
+// A request is recorded only once it is queued: one answered 503 must not
+// be reported as queued by the status API that RecordFunc feeds.
+func TestRecordFuncRunsOnlyAfterEnqueue(t *testing.T) {
+	t.Parallel()
+	var recorded []string
+	b := setup(t, func(c *lambda.Config) {
+		c.RecordFunc = func(_ context.Context, _ lambda.Caller, a *lambda.Accepted) error {
+			recorded = append(recorded, a.RequestID)
+			return nil
+		}
+	})
+	require.NoError(t, b.cpu.Close()) // a closed queue fails every Send
+	resp, _ := invoke(t, b.h, loadEvent(t, "httpapi-semif.json"))
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.Empty(t, recorded, "a request answered 503 is not recorded")
+
+	// A failing record does not undo what is queued: the answer stays 202.
+	b = setup(t, func(c *lambda.Config) {
+		c.RecordFunc = func(context.Context, lambda.Caller, *lambda.Accepted) error { return errors.New("disk full") }
+	})
+	resp, body := invoke(t, b.h, loadEvent(t, "httpapi-semif.json"))
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, resp.Body)
+	envs := drain(t, b.cpu)
+	require.Len(t, envs, 1)
+	require.Equal(t, body["request_id"], envs[0].RequestID)
 }
 
 func TestIdempotencyKeyEnqueuesOnce(t *testing.T) {

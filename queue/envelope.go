@@ -17,8 +17,9 @@ const EnvelopeVersion = 1
 // MaxMessageBytes is SQS's limit for one message body (1 MiB).
 const MaxMessageBytes = 1 << 20
 
-// ErrTooLarge: an envelope does not fit in one queue message.
-var ErrTooLarge = errors.New("queue: message larger than 1 MiB")
+// ErrTooLarge: an envelope does not fit in one queue message
+// (decision.CodeTooLarge).
+var ErrTooLarge = decision.NewSentinel(decision.CodeTooLarge, "queue: message larger than 1 MiB")
 
 // ErrBadEnvelope: a message body is not a valid envelope.
 var ErrBadEnvelope = errors.New("queue: invalid envelope")
@@ -90,7 +91,7 @@ func (e *Envelope) Marshal() ([]byte, error) {
 func UnmarshalEnvelope(b []byte) (*Envelope, error) {
 	var e Envelope
 	if err := json.Unmarshal(b, &e); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadEnvelope, err)
+		return nil, fmt.Errorf("%w: %w", ErrBadEnvelope, err)
 	}
 	switch {
 	case e.Version != EnvelopeVersion:
@@ -102,7 +103,7 @@ func UnmarshalEnvelope(b []byte) (*Envelope, error) {
 	}
 	for i := range e.Decisions {
 		if err := e.Decisions[i].Validate(decision.StructuralLimits(), fmt.Sprintf("decisions[%d]", i)); err != nil {
-			return &e, fmt.Errorf("%w: request %s: %v", ErrBadEnvelope, e.RequestID, err)
+			return &e, fmt.Errorf("%w: request %s: %w", ErrBadEnvelope, e.RequestID, err)
 		}
 	}
 	return &e, nil

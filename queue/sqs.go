@@ -249,7 +249,7 @@ func failedEntries(op string, n int, failed []types.BatchResultErrorEntry) []err
 		if i, err := strconv.Atoi(aws.ToString(f.Id)); err == nil && i < n {
 			errs[i] = batchError(op, f)
 			if code := aws.ToString(f.Code); strings.Contains(code, "ReceiptHandleIsInvalid") || strings.Contains(code, "MessageNotInflight") {
-				errs[i] = fmt.Errorf("%w: %v", ErrStaleReceipt, errs[i])
+				errs[i] = fmt.Errorf("%w: %w", ErrStaleReceipt, errs[i])
 			}
 		}
 	}

@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/verdict-dev/verdict/auth"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/policy"
@@ -20,9 +20,6 @@ import (
 var (
 	// ErrConfig: a Config field is invalid; the message names it.
 	ErrConfig = errors.New("server: invalid config")
-	// ErrAuthRequired: the bind address is reachable from other hosts and
-	// no API keys were configured.
-	ErrAuthRequired = errors.New("server: API keys are required when listening on a non-loopback address")
 )
 
 // DefaultAliases are the Jev model names that unmodified System One client
@@ -64,8 +61,10 @@ type Config struct {
 	// when the request is scored. Defaults to none: results carry no
 	// outcome.
 	Policy *policy.Holder
-	// APIKeys maps each accepted bearer key to its tenant (may be ""). When
-	// empty, no authentication is done. Defaults to none.
+	// APIKeys maps each accepted key to its tenant (may be ""); keys are
+	// checked by the rules of package auth (Authorization: Bearer or
+	// X-Api-Key; every route but /ping). When empty, no authentication is
+	// done. Defaults to none.
 	APIKeys map[string]string
 	// Limits bound each parsed request. Defaults to decision.DefaultLimits().
 	Limits decision.Limits
@@ -193,10 +192,8 @@ func (c Config) validate() error {
 	case c.RetryAfter < 0:
 		return fmt.Errorf("%w: RetryAfter must be > 0, got %v", ErrConfig, c.RetryAfter)
 	}
-	for k := range c.APIKeys {
-		if strings.TrimSpace(k) == "" || strings.ContainsAny(k, " \t\r\n") {
-			return fmt.Errorf("%w: APIKeys: a key is empty or contains whitespace", ErrConfig)
-		}
+	if _, err := auth.New(c.APIKeys, false); err != nil {
+		return fmt.Errorf("%w: APIKeys: %w", ErrConfig, err)
 	}
 	for i, a := range c.Aliases {
 		if strings.TrimSpace(a) == "" {
@@ -204,30 +201,4 @@ func (c Config) validate() error {
 		}
 	}
 	return nil
-}
-
-// IsLoopback reports whether a listen address (host:port) only accepts
-// connections from this host: 127.0.0.0/8, ::1 or "localhost". An empty
-// host (":8080") listens on every interface and is not loopback.
-func IsLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
-}
-
-// CheckBind refuses to serve without authentication on an address other
-// hosts can reach: it returns ErrAuthRequired when addr is not loopback,
-// keys is empty and noAuth (an explicit opt-out, e.g. inside a SageMaker
-// container where the platform authenticates callers) is false.
-func CheckBind(addr string, keys map[string]string, noAuth bool) error {
-	if IsLoopback(addr) || len(keys) > 0 || noAuth {
-		return nil
-	}
-	return fmt.Errorf("%w (address %q): give --api-keys, bind to 127.0.0.1, or pass --no-auth when a platform in front authenticates callers", ErrAuthRequired, addr)
 }

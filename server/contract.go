@@ -93,7 +93,7 @@ func semifParseError(err error, body []byte, maxBatch int) *apiError {
 	if e.status != http.StatusRequestEntityTooLarge || batchTooLong {
 		e.status = http.StatusBadRequest
 		if !errors.Is(err, decision.ErrMalformed) {
-			e.code = "invalid"
+			e.code = decision.CodeInvalid
 		}
 	}
 	return e

@@ -6,8 +6,8 @@
 //
 //  1. routing and authentication: the path picks a route; a wrong method
 //     answers 405, an unknown path 404; when API keys are configured every
-//     route but /ping needs "Authorization: Bearer <key>" (401 otherwise),
-//     compared in constant time;
+//     route but /ping needs a key, "Authorization: Bearer <key>" or
+//     "X-Api-Key: <key>", checked by package auth's rules (401 otherwise);
 //  2. reading and parsing: the body is read up to Config.MaxBodyBytes
 //     (413 beyond; 408 when it arrives slower than Config.Timeout), its
 //     content type must be JSON (415), and it is parsed

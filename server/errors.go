@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,14 +9,13 @@ import (
 	"time"
 
 	"github.com/verdict-dev/verdict/decision"
-	"github.com/verdict-dev/verdict/engine"
 )
 
 // errorBody is the JSON body of every error answer. Which members are set
 // depends on the route's clients (see writeError): SageMaker routes carry
 // "error" (the SemIf adapter contract), System One routes "detail" (the
-// hosted service's shape); verdict's own members (message, code, fields,
-// request_id) come in addition.
+// hosted service's shape); verdict's own members (decision.ErrorBody:
+// message, code, fields, request_id) come in addition.
 type errorBody struct {
 	// Error is the SemIf adapter contract's message (SageMaker routes).
 	Error string `json:"error,omitempty"`
@@ -25,15 +23,7 @@ type errorBody struct {
 	Retryable bool `json:"retryable,omitempty"`
 	// Detail is the hosted System One service's error object.
 	Detail *errorDetail `json:"detail,omitempty"`
-	// Message says what went wrong, for humans.
-	Message string `json:"message,omitempty"`
-	// Code is a stable machine-readable reason.
-	Code string `json:"code,omitempty"`
-	// Fields lists the field problems of a 422 (and of a 413 caused by a
-	// field limit).
-	Fields []decision.FieldError `json:"fields,omitempty"`
-	// RequestID repeats the x-typesafe-request-id header.
-	RequestID string `json:"request_id,omitempty"`
+	decision.ErrorBody
 }
 
 // errorDetail is the "detail" object of a System One error: clients read
@@ -47,7 +37,7 @@ type errorDetail struct {
 // apiError is an error answer waiting to be written.
 type apiError struct {
 	status     int
-	code       string
+	code       decision.Code
 	message    string
 	fields     []decision.FieldError
 	retryAfter bool // overload: 503 (SageMaker) or 529 (System One), with Retry-After
@@ -59,15 +49,15 @@ type apiError struct {
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.status, e.code, e.message) }
 
-func newAPIError(status int, code, format string, args ...any) *apiError {
-	return &apiError{status: status, code: code, message: fmt.Sprintf(format, args...)}
+// newAPIError is an answer with code and the code's HTTP status.
+func newAPIError(code decision.Code, format string, args ...any) *apiError {
+	return &apiError{status: code.Status(), code: code, message: fmt.Sprintf(format, args...), retryAfter: code.Overload()}
 }
 
 // busyError is the 503 of a full admission queue, a busy engine or a model
-// still loading.
+// still loading: clients see one code, "overloaded", with Retry-After.
 func busyError(format string, args ...any) *apiError {
-	e := newAPIError(http.StatusServiceUnavailable, "overloaded", format, args...)
-	e.retryAfter = true
+	e := newAPIError(decision.CodeOverloaded, format, args...)
 	e.contract = busyContract
 	return e
 }
@@ -131,64 +121,51 @@ func systemOneErrorType(status int) string {
 	return "invalid_request_error"
 }
 
-// parseError maps an error of the decision parsers to its answer: 400
-// malformed, 413 too large, 422 invalid.
+// parseError maps an error of the decision parsers to its answer (400
+// malformed, 413 too large, 422 invalid; decision.CodeOf decides).
 func parseError(err error) *apiError {
+	e := newAPIError(decision.CodeOf(err, decision.CodeInvalid), "%v", err)
 	var ve *decision.ValidationError
-	errors.As(err, &ve)
-	var fields []decision.FieldError
-	if ve != nil {
-		fields = ve.Errors
+	if errors.As(err, &ve) && e.code != decision.CodeMalformed {
+		e.fields = ve.Errors
 	}
-	switch {
-	case errors.Is(err, decision.ErrMalformed):
-		return newAPIError(http.StatusBadRequest, "malformed", "%v", err)
-	case errors.Is(err, decision.ErrTooLarge):
-		e := newAPIError(http.StatusRequestEntityTooLarge, "too_large", "%v", err)
-		e.fields = fields
-		return e
-	default:
-		e := newAPIError(http.StatusUnprocessableEntity, "invalid", "%v", err)
-		e.fields = fields
-		return e
-	}
+	return e
 }
 
-// scoreError maps an error of a whole Score call to its answer.
+// scoreError maps an error of a whole Score call to its answer, by its
+// decision.CodeOf.
 func scoreError(err error, timeout time.Duration) *apiError {
-	switch {
-	case errors.Is(err, engine.ErrBusy):
+	switch code := decision.CodeOf(err, decision.CodeEngine); code {
+	case decision.CodeBusy:
 		return busyError("the engine is busy; retry later")
-	case errors.Is(err, engine.ErrClosed):
+	case decision.CodeClosed:
 		return busyError("the engine is shutting down; retry later")
-	case errors.Is(err, engine.ErrUnavailable):
+	case decision.CodeUnavailable:
 		return busyError("the engine is unavailable; retry later: %v", err)
-	case errors.Is(err, context.DeadlineExceeded):
-		return newAPIError(http.StatusGatewayTimeout, "timeout", "the request did not finish within %v", timeout)
-	case errors.Is(err, context.Canceled):
-		return newAPIError(499, "canceled", "the request was canceled")
-	default:
-		e := newAPIError(http.StatusInternalServerError, "engine", "scoring failed: %v", err)
+	case decision.CodeTimeout:
+		return newAPIError(code, "the request did not finish within %v", timeout)
+	case decision.CodeCanceled:
+		return newAPIError(code, "the request was canceled")
+	case decision.CodeEngine:
+		e := newAPIError(code, "scoring failed: %v", err)
 		e.contract = "scoring failed"
 		return e
+	default:
+		if code.Overload() {
+			return busyError("%v", err)
+		}
+		return newAPIError(code, "scoring failed: %v", err)
 	}
 }
 
 // resultError maps a per-decision error of a System One question (which
-// has no per-answer error shape) to the answer of the whole request.
+// has no per-answer error shape) to the answer of the whole request: the
+// status of its code, overloads as overloaded.
 func resultError(key string, e *decision.Error) *apiError {
-	switch e.Code {
-	case "busy":
+	if e.Code.Overload() {
 		return busyError("question %q: %s", key, e.Message)
-	case "too_large":
-		return newAPIError(http.StatusRequestEntityTooLarge, "too_large", "question %q: %s", key, e.Message)
-	case "unsupported", "invalid":
-		return newAPIError(http.StatusUnprocessableEntity, e.Code, "question %q: %s", key, e.Message)
-	case "unavailable":
-		return busyError("question %q: %s", key, e.Message)
-	default:
-		return newAPIError(http.StatusInternalServerError, e.Code, "question %q: %s", key, e.Message)
 	}
+	return newAPIError(e.Code, "question %q: %s", key, e.Message)
 }
 
 // amznErrorType is the SageMaker runtime error type of a status, sent as
@@ -232,14 +209,14 @@ func (s *Server) writeError(w http.ResponseWriter, rs *reqState, e *apiError) {
 	family := familyOther
 	if rs != nil {
 		family = rs.family()
-		rs.errCode = e.code
+		rs.errCode = string(e.code)
 	}
-	body := errorBody{Message: e.message, Code: e.code, Fields: e.fields}
+	body := errorBody{ErrorBody: decision.ErrorBody{Message: e.message, Code: e.code, Fields: e.fields}}
 	if rs != nil {
 		body.RequestID = rs.id
 	}
 	switch {
-	case e.code == "not_found" && (rs == nil || rs.route == ""):
+	case e.code == decision.CodeNotFound && (rs == nil || rs.route == ""):
 		body = errorBody{Error: notFoundContract}
 	case family == familySageMaker && e.retryAfter:
 		body = errorBody{Error: e.contract, Retryable: true}
@@ -254,8 +231,8 @@ func (s *Server) writeError(w http.ResponseWriter, rs *reqState, e *apiError) {
 		}
 		body.Detail = &errorDetail{ErrorType: systemOneErrorType(status), Message: e.message, Fields: e.fields}
 	}
-	b, _ := json.Marshal(body) // plain strings
-	if status == 499 {         // the client is gone; nothing reads this
+	b, _ := json.Marshal(body)                        // plain strings
+	if status == decision.StatusClientClosedRequest { // the client is gone; nothing reads this
 		status = http.StatusBadRequest
 	}
 	writeJSON(w, status, b)

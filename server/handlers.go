@@ -82,7 +82,7 @@ func (s *Server) serveInvocations(ctx context.Context, w http.ResponseWriter, rs
 		}{results[0]})
 	}
 	if err2 != nil {
-		s.writeError(w, rs, newAPIError(http.StatusInternalServerError, "internal", "encoding the result: %v", err2))
+		s.writeError(w, rs, newAPIError(decision.CodeInternal, "encoding the result: %v", err2))
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -103,8 +103,7 @@ func (s *Server) serveSystemOne(ctx context.Context, w http.ResponseWriter, rs *
 		return
 	}
 	if !s.modelAccepted(st, req.Model) {
-		s.writeError(w, rs, newAPIError(http.StatusNotFound, "model_not_found",
-			"model %q is not served here (this server answers with %q; accepted aliases: %s)",
+		s.writeError(w, rs, newAPIError(decision.CodeModelNotFound, "model %q is not served here (this server answers with %q; accepted aliases: %s)",
 			req.Model, st.name, strings.Join(s.cfg.Aliases, ", ")))
 		return
 	}
@@ -125,7 +124,7 @@ func (s *Server) serveSystemOne(ctx context.Context, w http.ResponseWriter, rs *
 		}
 		a, err := decision.SystemOneAnswer(q, &r)
 		if err != nil {
-			s.writeError(w, rs, newAPIError(http.StatusInternalServerError, "internal", "question %q: encoding the answer: %v", q.Key, err))
+			s.writeError(w, rs, newAPIError(decision.CodeInternal, "question %q: encoding the answer: %v", q.Key, err))
 			return
 		}
 		answers[i] = a
@@ -149,17 +148,17 @@ func systemOneReady(q decision.SystemOneQuestion, r *decision.Result) *apiError 
 		o := r.Outcome
 		switch {
 		case o != nil && o.Status == decision.StatusRefused:
-			return newAPIError(http.StatusForbidden, "forbidden", "question %q: %s", q.Key, o.Reason)
+			return newAPIError(decision.CodeForbidden, "question %q: %s", q.Key, o.Reason)
 		case o != nil && o.Chosen != "" && slices.Contains(r.OptionIDs, o.Chosen):
 			r.Probabilities = make([]float64, len(r.OptionIDs))
 			r.Probabilities[slices.Index(r.OptionIDs, o.Chosen)] = 1
 			r.Chosen = o.Chosen
 		default:
-			return newAPIError(http.StatusInternalServerError, "engine", "question %q: no scores and no settled option", q.Key)
+			return newAPIError(decision.CodeEngine, "question %q: no scores and no settled option", q.Key)
 		}
 	}
 	if len(r.Probabilities) != len(r.OptionIDs) {
-		return newAPIError(http.StatusInternalServerError, "engine", "question %q: %d probabilities for %d options", q.Key, len(r.Probabilities), len(r.OptionIDs))
+		return newAPIError(decision.CodeEngine, "question %q: %d probabilities for %d options", q.Key, len(r.Probabilities), len(r.OptionIDs))
 	}
 	if r.Chosen == "" {
 		best := 0

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/verdict-dev/verdict/auth"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/policy"
@@ -34,7 +34,7 @@ type Server struct {
 	adm     *admission
 	metrics *metrics
 	promh   http.Handler
-	keys    []apiKey
+	auth    *auth.Authenticator
 }
 
 // readyState is what SetScorer installs.
@@ -44,11 +44,6 @@ type readyState struct {
 	name   string
 }
 
-type apiKey struct {
-	key    []byte
-	tenant string
-}
-
 // New builds a Server from cfg.
 func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
@@ -56,9 +51,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, adm: newAdmission(cfg.MaxConcurrent, cfg.MaxQueue)}
-	for k, t := range cfg.APIKeys {
-		s.keys = append(s.keys, apiKey{key: []byte(k), tenant: t})
+	// Without keys authentication is off: CheckBind keeps such a server on
+	// loopback unless the platform in front authenticates.
+	a, err := auth.New(cfg.APIKeys, len(cfg.APIKeys) == 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: APIKeys: %w", ErrConfig, err)
 	}
+	s.auth = a
 	reg := cfg.Registry
 	if reg == nil {
 		reg = defaultRegistry()
@@ -139,7 +138,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if p := recover(); p != nil {
 			s.cfg.Logger.Error("panic while serving", "request_id", rs.id, "panic", fmt.Sprint(p))
 			if sw.status == 0 {
-				s.writeError(sw, rs, newAPIError(http.StatusInternalServerError, "internal", "internal error"))
+				s.writeError(sw, rs, newAPIError(decision.CodeInternal, "internal error"))
 			}
 		}
 		s.finish(r, rs, sw, start)
@@ -208,19 +207,23 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, rs *reqState) {
 		h = func(w http.ResponseWriter, r *http.Request, _ *reqState) { s.cfg.PolicyAdmin.ServeHTTP(w, r) }
 	}
 	if h == nil {
-		s.writeError(w, rs, newAPIError(http.StatusNotFound, "not_found", "no route for %s", path))
+		s.writeError(w, rs, newAPIError(decision.CodeNotFound, "no route for %s", path))
 		return
 	}
 	if !methodAllowed(allow, r.Method) {
-		e := newAPIError(http.StatusMethodNotAllowed, "method_not_allowed", "%s does not accept %s (allowed: %s)", path, r.Method, allow)
+		e := newAPIError(decision.CodeMethodNotAllowed, "%s does not accept %s (allowed: %s)", path, r.Method, allow)
 		e.allow = allow
 		s.writeError(w, rs, e)
 		return
 	}
-	if rs.route != "ping" && !s.authenticate(r, rs) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="verdict"`)
-		s.writeError(w, rs, newAPIError(http.StatusUnauthorized, "unauthorized", "missing or bad API key (send Authorization: Bearer <key>)"))
-		return
+	if !auth.Open(path) {
+		c, err := s.auth.Check(r.Header, "")
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", auth.Challenge)
+			s.writeError(w, rs, newAPIError(decision.CodeUnauthorized, "%s", auth.Message(err)))
+			return
+		}
+		rs.tenant, rs.apiKey = c.Tenant, c.Key
 	}
 	h(w, r, rs)
 }
@@ -232,30 +235,6 @@ func methodAllowed(allow, method string) bool {
 		}
 	}
 	return false
-}
-
-// authenticate checks the bearer key when keys are configured. Every key
-// is compared, in constant time, whether or not an earlier one matched.
-func (s *Server) authenticate(r *http.Request, rs *reqState) bool {
-	if len(s.keys) == 0 {
-		return true
-	}
-	auth := r.Header.Get("Authorization")
-	const prefix = "bearer "
-	if len(auth) <= len(prefix) || !strings.EqualFold(auth[:len(prefix)], prefix) {
-		return false
-	}
-	got := []byte(strings.TrimSpace(auth[len(prefix):]))
-	found := 0
-	tenant := ""
-	for _, k := range s.keys {
-		if subtle.ConstantTimeCompare(got, k.key) == 1 {
-			found = 1
-			tenant = k.tenant
-		}
-	}
-	rs.tenant, rs.apiKey = tenant, string(got)
-	return found == 1
 }
 
 func (s *Server) handlePing(w http.ResponseWriter, _ *http.Request, rs *reqState) {
@@ -275,15 +254,13 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || !jsonMediaType(mt) {
-			e := newAPIError(http.StatusUnsupportedMediaType, "unsupported_media_type",
-				"content type %q is not accepted; send application/json", ct)
+			e := newAPIError(decision.CodeUnsupportedMediaType, "content type %q is not accepted; send application/json", ct)
 			e.contract = "Content-Type must be application/json (got " + strconv.Quote(ct) + ")"
 			return nil, e
 		}
 	}
 	if r.ContentLength > s.cfg.MaxBodyBytes {
-		return nil, newAPIError(http.StatusRequestEntityTooLarge, "too_large",
-			"body is %d bytes, limit is %d", r.ContentLength, s.cfg.MaxBodyBytes)
+		return nil, newAPIError(decision.CodeTooLarge, "body is %d bytes, limit is %d", r.ContentLength, s.cfg.MaxBodyBytes)
 	}
 	// A slow sender must not hold its admission slot for longer than a
 	// request may take.
@@ -299,14 +276,14 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, newAPIError(http.StatusRequestEntityTooLarge, "too_large",
-				"body is larger than the limit of %d bytes", s.cfg.MaxBodyBytes)
+			return nil, newAPIError(decision.CodeTooLarge, "body is larger than the limit of %d bytes", s.cfg.MaxBodyBytes)
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, newAPIError(http.StatusRequestTimeout, "timeout",
-				"the body did not arrive within %v", s.cfg.Timeout)
+			e := newAPIError(decision.CodeTimeout, "the body did not arrive within %v", s.cfg.Timeout)
+			e.status = http.StatusRequestTimeout // the client was slow, not the server
+			return nil, e
 		}
-		return nil, newAPIError(http.StatusBadRequest, "malformed", "reading the body: %v", err)
+		return nil, newAPIError(decision.CodeMalformed, "reading the body: %v", err)
 	}
 	return body, nil
 }
@@ -374,7 +351,7 @@ func (s *Server) checkScore(err error, got, want int) *apiError {
 		return scoreError(err, s.cfg.Timeout)
 	}
 	if got != want {
-		return newAPIError(http.StatusInternalServerError, "engine", "the scorer returned %d results for %d decisions", got, want)
+		return newAPIError(decision.CodeEngine, "the scorer returned %d results for %d decisions", got, want)
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/verdict-dev/verdict/auth"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/server"
@@ -330,18 +331,28 @@ func TestAuthBearer(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, do(t, "GET", b.url+"/v1/models", nil).status)
 }
 
-func TestCheckBind(t *testing.T) {
+// TestAuthUsesTheAuthPackageRules: serve checks keys by package auth's
+// rules (both headers, two different keys refused) and answers 401 with
+// its code and message on every route family.
+func TestAuthUsesTheAuthPackageRules(t *testing.T) {
 	t.Parallel()
-	for _, a := range []string{"127.0.0.1:8080", "localhost:80", "[::1]:8080", "127.1.2.3:1"} {
-		require.True(t, server.IsLoopback(a), a)
-		require.NoError(t, server.CheckBind(a, nil, false))
+	b := setup(t, server.Config{APIKeys: map[string]string{"k-alpha": "acme"}})
+	r := do(t, "POST", b.url+"/invocations", []byte(semIfBare), "X-Api-Key", "k-alpha")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	for path, method := range map[string]string{"/metrics": "GET", "/invocations": "POST", "/v1/systemone": "POST"} {
+		r = do(t, method, b.url+path, nil, "Authorization", "Bearer k-alpha", "X-Api-Key", "k-beta")
+		require.Equal(t, http.StatusUnauthorized, r.status, path)
+		body := r.json(t)
+		require.EqualValues(t, auth.Code, body["code"], path)
+		require.Equal(t, auth.Message(auth.ErrTwoKeys), body["message"], path)
+		require.Equal(t, auth.Challenge, r.header.Get("WWW-Authenticate"))
+		r = do(t, method, b.url+path, nil)
+		require.Equal(t, auth.Message(auth.ErrNoKey), r.json(t)["message"], path)
 	}
-	for _, a := range []string{":8080", "0.0.0.0:8080", "[::]:8080", "10.0.0.5:8080", "example.com:80"} {
-		require.False(t, server.IsLoopback(a), a)
-		require.ErrorIs(t, server.CheckBind(a, nil, false), server.ErrAuthRequired)
-		require.NoError(t, server.CheckBind(a, map[string]string{"k": ""}, false))
-		require.NoError(t, server.CheckBind(a, nil, true))
-	}
+	// System One clients also find the hosted service's label.
+	r = do(t, "POST", b.url+"/v1/systemone", []byte(systemOneAll), "Authorization", "Bearer wrong")
+	require.Equal(t, "authentication_error", r.json(t)["detail"].(map[string]any)["error_type"])
+	require.Equal(t, auth.Message(auth.ErrBadKey), r.json(t)["message"])
 }
 
 func TestConfigValidate(t *testing.T) {

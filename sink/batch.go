@@ -31,7 +31,7 @@ func publishBatches(recs []Record, fifo bool, target string, send func([]batchEn
 		for i := start; i < end; i++ {
 			body, err := recs[i].Marshal()
 			if err != nil {
-				return fmt.Errorf("%w: %v", ErrPermanent, err)
+				return fmt.Errorf("%w: %w", ErrPermanent, err)
 			}
 			e := batchEntry{id: strconv.Itoa(i), body: string(body), attrs: attributes(&recs[i])}
 			if fifo {

@@ -65,7 +65,7 @@ func (s *Store) Publish(ctx context.Context, recs []Record) error {
 	for i := range recs {
 		body, err := recs[i].Marshal()
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrPermanent, err)
+			return fmt.Errorf("%w: %w", ErrPermanent, err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO results (request_id, decision_id, tenant, status, body, stored_at)
 			VALUES (?, ?, ?, ?, ?, ?)`, recs[i].RequestID, recs[i].DecisionID, recs[i].Tenant, string(recs[i].Status), body, now); err != nil {

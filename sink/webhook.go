@@ -172,7 +172,7 @@ func refused(a netip.Addr) string {
 func (c WebhookConfig) checkURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrRefusedAddress, err)
+		return nil, fmt.Errorf("%w: %w", ErrRefusedAddress, err)
 	}
 	if u.Scheme != "https" && u.Scheme != "http" {
 		return nil, fmt.Errorf("%w: %q: scheme must be http or https", ErrRefusedAddress, raw)
@@ -247,7 +247,7 @@ func (w *Webhook) Publish(ctx context.Context, recs []Record) error {
 		}
 		body, err := recs[i].Marshal()
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrPermanent, err)
+			return fmt.Errorf("%w: %w", ErrPermanent, err)
 		}
 		for _, t := range targets {
 			if err := w.post(ctx, t, recs[i].Key(), body); err != nil {
@@ -274,7 +274,7 @@ func (w *Webhook) post(ctx context.Context, target, key string, body []byte) err
 		ts := strconv.FormatInt(w.nowFunc().Unix(), 10)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrPermanent, err)
+			return fmt.Errorf("%w: %w", ErrPermanent, err)
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("User-Agent", "verdict-webhook/1")

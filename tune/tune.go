@@ -123,7 +123,7 @@ func (s *Scorer) finish(d *decision.Decision, rs []decision.Result, offsets []in
 			sha = r.Model.SHA256
 		}
 		if err := cal.Check(sha, r.PromptVersion); err != nil {
-			return decision.Result{ID: d.ID, Kind: d.Kind, OptionIDs: d.OptionIDs(), Error: &decision.Error{Code: "calibration", Message: err.Error()}}
+			return decision.Result{ID: d.ID, Kind: d.Kind, OptionIDs: d.OptionIDs(), Error: &decision.Error{Code: decision.CodeCalibration, Message: err.Error()}}
 		}
 	}
 	logits := r.OptionLogits
@@ -162,7 +162,7 @@ func (s *Scorer) finish(d *decision.Decision, rs []decision.Result, offsets []in
 		}
 	}
 	if len(logits) != len(d.Options) {
-		return decision.Result{ID: d.ID, Kind: d.Kind, OptionIDs: d.OptionIDs(), Error: &decision.Error{Code: "engine", Message: fmt.Sprintf("tune: %d option logits for %d options", len(logits), len(d.Options))}}
+		return decision.Result{ID: d.ID, Kind: d.Kind, OptionIDs: d.OptionIDs(), Error: &decision.Error{Code: decision.CodeEngine, Message: fmt.Sprintf("tune: %d option logits for %d options", len(logits), len(d.Options))}}
 	}
 	Apply(&r, d, logits, s.cfg.Calibration, s.cfg.Temperature)
 	return r

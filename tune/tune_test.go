@@ -146,7 +146,7 @@ func TestCalibrationPinnedToAnotherModelOrPromptIsRefusedPerResult(t *testing.T)
 		rs, err := tune.New(eng, tune.Config{Calibration: cal}).Score(context.Background(), []decision.Decision{dec("x", "a", "b")})
 		require.NoError(t, err)
 		require.NotNil(t, rs[0].Error)
-		require.Equal(t, "calibration", rs[0].Error.Code)
+		require.EqualValues(t, "calibration", rs[0].Error.Code)
 		require.Empty(t, rs[0].Probabilities)
 	}
 }

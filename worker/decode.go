@@ -30,10 +30,7 @@ func invalidRecords(m queue.Message, env *queue.Envelope, err error) []sink.Reco
 	if env != nil && env.RequestID != "" {
 		base.RequestID, base.Tenant, base.Format, base.Model, base.SubmittedAt = env.RequestID, env.Tenant, env.Format, env.Model, env.SubmittedAt
 	}
-	code := "invalid"
-	if errors.Is(err, queue.ErrTooLarge) || errors.Is(err, decision.ErrTooLarge) {
-		code = "too_large"
-	}
+	code := decision.CodeOf(err, decision.CodeInvalid)
 	if env == nil || len(env.Decisions) == 0 {
 		r := base
 		r.DecisionID = "-"

@@ -88,10 +88,10 @@ func TestEndToEnd(t *testing.T) {
 				}
 			}
 			require.Equal(t, decision.StatusError, garbage.Status)
-			require.Equal(t, "invalid", garbage.Result.Error.Code)
+			require.EqualValues(t, "invalid", garbage.Result.Error.Code)
 			bad := decode(t, got["r5/e"][0])
 			require.Equal(t, decision.StatusError, bad.Status)
-			require.Equal(t, "invalid", bad.Result.Error.Code)
+			require.EqualValues(t, "invalid", bad.Result.Error.Code)
 			require.NotEmpty(t, bad.Result.Error.Fields)
 			require.Equal(t, "decisions[0].options", bad.Result.Error.Fields[0].Path)
 			// Everything was deleted.

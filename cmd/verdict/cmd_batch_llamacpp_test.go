@@ -109,7 +109,7 @@ func TestBatchKill9ThenResume(t *testing.T) {
 	}
 	e := readRecords(t, errs)
 	require.Len(t, e, 1, "the over-long line, once")
-	require.Equal(t, "too_large", e[0].Error.Code)
+	require.EqualValues(t, "too_large", e[0].Error.Code)
 }
 
 // readRecordsTolerant counts whole lines of a file that may end torn.

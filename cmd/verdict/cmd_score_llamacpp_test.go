@@ -56,8 +56,8 @@ func TestScoreStream(t *testing.T) {
 	require.Len(t, rs, 4)
 	require.Equal(t, []int{1, 2, 4, 5}, []int{rs[0].Line, rs[1].Line, rs[2].Line, rs[3].Line})
 	require.Nil(t, rs[0].Error)
-	require.Equal(t, "malformed", rs[1].Error.Code)
-	require.Equal(t, "invalid", rs[2].Error.Code)
+	require.EqualValues(t, "malformed", rs[1].Error.Code)
+	require.EqualValues(t, "invalid", rs[2].Error.Code)
 	require.Equal(t, "options", rs[2].Error.Fields[0].Path)
 	for i := range rs[0].Probabilities { // the same decision twice in one batch: rounding only
 		require.InDelta(t, rs[0].Probabilities[i], rs[3].Probabilities[i], 1e-6)
@@ -80,7 +80,7 @@ func TestScoreStream(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, failed)
 	rs = scoreLines(t, out.Bytes())
-	require.Equal(t, "too_large", rs[0].Error.Code)
+	require.EqualValues(t, "too_large", rs[0].Error.Code)
 	require.Equal(t, "state", rs[0].Error.Fields[0].Path)
 
 	// A line longer than the limit, first or in the middle, becomes an
@@ -95,7 +95,7 @@ func TestScoreStream(t *testing.T) {
 	for i, r := range rs {
 		require.Equal(t, i+1, r.Line)
 		if i%2 == 0 {
-			require.Equal(t, "too_large", r.Error.Code)
+			require.EqualValues(t, "too_large", r.Error.Code)
 			require.Contains(t, r.Error.Message, "--max-line-bytes (1024)")
 		} else {
 			require.Nil(t, r.Error)

@@ -11,14 +11,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/verdict-dev/verdict/auth"
 	"github.com/verdict-dev/verdict/decision"
-	"github.com/verdict-dev/verdict/lambda"
+	"github.com/verdict-dev/verdict/listen"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/server"
 )
 
 // sageMakerModelDir is where SageMaker puts the model artifacts.
 const sageMakerModelDir = "/opt/ml/model"
+
+// serveTransferMargin is what the listener's body and write timeouts add to
+// --timeout, for the transfer before admission and after the answer.
+const serveTransferMargin = 10 * time.Second
 
 func init() {
 	register(command{
@@ -51,7 +56,7 @@ type serveFlags struct {
 func (f *serveFlags) register() *flag.FlagSet {
 	fs := newFlagSet("serve", "serve [flags]")
 	fs.StringVar(&f.addr, "addr", ":8080", "listen address HOST:PORT (a non-loopback address needs --api-keys or --no-auth)")
-	fs.StringVar(&f.apiKeys, "api-keys", "", "accepted bearer `keys`, comma-separated, each KEY or KEY=TENANT (default: none)")
+	fs.StringVar(&f.apiKeys, "api-keys", "", "accepted API `keys` (Authorization: Bearer or X-Api-Key), comma-separated, each KEY or KEY=TENANT (default: none)")
 	fs.BoolVar(&f.noAuth, "no-auth", false, "serve without authentication on a non-loopback address (only behind a platform that authenticates callers, such as SageMaker)")
 	fs.Int64Var(&f.maxBody, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body; larger ones get 413")
 	fs.IntVar(&f.maxState, "max-state-bytes", decision.DefaultLimits().MaxStateBytes, "largest state in a request; larger ones get 413")
@@ -85,8 +90,8 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := server.CheckBind(f.addr, keys, f.noAuth); err != nil {
-		return fmt.Errorf("flag --addr: %w", err)
+	if err := auth.CheckBind(f.addr, len(keys) > 0, f.noAuth); err != nil {
+		return fmt.Errorf("flag --addr: %w, or pass --no-auth when a platform in front authenticates callers", err)
 	}
 	cfg := server.Config{
 		ModelName: f.modelName, Aliases: splitList(f.aliases), APIKeys: keys,
@@ -128,11 +133,13 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("flag --addr: %w", err)
 	}
-	hs := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
+	// A request may take --timeout from admission to answer; the body and
+	// the answer get as long, plus a margin for the transfer.
+	hs, err := listen.New(srv, listen.Config{BodyTimeout: f.timeout + serveTransferMargin,
+		WriteTimeout: f.timeout + serveTransferMargin, Logger: slog.Default()})
+	if err != nil {
+		_ = ln.Close()
+		return err
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
@@ -199,9 +206,9 @@ func runServe(ctx context.Context, args []string) error {
 
 // parseAPIKeys parses --api-keys (also VERDICT_API_KEYS, which the Lambda
 // front door reads too): comma-separated entries, each `key` or
-// `key=tenant`; see lambda.ParseAPIKeys.
+// `key=tenant`; see auth.ParseKeys.
 func parseAPIKeys(s string) (map[string]string, error) {
-	keys, err := lambda.ParseAPIKeys(s)
+	keys, err := auth.ParseKeys(s)
 	if err != nil {
 		return nil, fmt.Errorf("flag --api-keys: %w", err)
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/verdict-dev/verdict/server"
+	"github.com/verdict-dev/verdict/auth"
 )
 
 func TestServeParseAPIKeys(t *testing.T) {
@@ -36,7 +36,7 @@ func TestServeRefusesBadSetup(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--addr", "0.0.0.0:0"}, server.ErrAuthRequired.Error()},
+		{[]string{"--addr", "0.0.0.0:0"}, auth.ErrAuthRequired.Error()},
 		{[]string{"--addr", ":0"}, "flag --addr"},
 		{[]string{"--addr", "127.0.0.1:0", "--max-concurrent", "0"}, "flag --max-concurrent"},
 		{[]string{"--addr", "127.0.0.1:0", "--timeout", "-1s"}, "flag --timeout"},

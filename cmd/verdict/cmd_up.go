@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -13,11 +12,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
+	"github.com/verdict-dev/verdict/auth"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/lambda"
+	"github.com/verdict-dev/verdict/listen"
 	"github.com/verdict-dev/verdict/model"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/queue"
@@ -109,24 +109,6 @@ func (f *upFlags) check() error {
 	return nil
 }
 
-// checkLoopback refuses to serve without keys on anything but loopback.
-func checkLoopback(addr string, keys map[string]string) error {
-	if len(keys) > 0 {
-		return nil
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("flag --addr: %q is not HOST:PORT", addr)
-	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	return fmt.Errorf("flag --addr: %q is not a loopback address; set --api-keys to serve it", addr)
-}
-
 func runUp(ctx context.Context, args []string) error {
 	var f upFlags
 	fs := f.register()
@@ -146,8 +128,8 @@ func runUp(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := checkLoopback(f.addr, keys); err != nil {
-		return err
+	if err := auth.CheckBind(f.addr, len(keys) > 0, false); err != nil {
+		return fmt.Errorf("flag --addr: %w", err)
 	}
 	if err := os.MkdirAll(f.data, 0o755); err != nil {
 		return fmt.Errorf("flag --data: %w", err)
@@ -212,25 +194,15 @@ func runUp(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	api := &upAPI{front: front, store: store, reqs: reqs}
+	hs, err := listen.New(upRoutes(front, api, worker.PoolsHandler(workers), holder.Handler(), poolsStatus(pools)), listen.Config{Logger: slog.Default()})
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("flag --addr: %w", err)
 	}
-	api := &upAPI{front: front, store: store, reqs: reqs}
-	mux := http.NewServeMux()
-	mux.Handle("POST "+lambda.PathDecisions, front)
-	mux.Handle("POST "+lambda.PathSystemOneAsync, front)
-	mux.HandleFunc("GET /v1/requests/{id}", api.getRequest)
-	mux.HandleFunc("GET /v1/decisions/{id}", api.getDecision)
-	mux.Handle("GET /metrics", worker.PoolsHandler(workers))
-	mux.Handle("GET /v1/status", requireKey(keys, poolsStatus(pools)))
-	mux.Handle("/admin/policy", requireKey(keys, holder.Handler()))
-	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
-		lambda.JSONResponse(http.StatusOK, map[string]string{"status": "ok"}).Write(rw)
-	})
-	mux.Handle("/", front) // 404 and 405 answers in the front door's shape
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
-		ErrorLog: slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn)}
 
 	wctx, stopWorkers := context.WithCancel(context.Background())
 	defer stopWorkers()
@@ -317,7 +289,7 @@ func openRequestLog(path string) (*requestLog, error) {
 
 func (l *requestLog) Close() error { return l.db.Close() }
 
-// record is the front door's RecordFunc: it runs before the request is
+// record is the front door's RecordFunc: it runs once the request is
 // enqueued. A retried request (same Idempotency-Key) is recorded once.
 func (l *requestLog) record(ctx context.Context, c lambda.Caller, a *lambda.Accepted) error {
 	tx, err := l.db.BeginTx(ctx, nil)
@@ -430,11 +402,11 @@ func (a *upAPI) caller(rw http.ResponseWriter, r *http.Request) (lambda.Caller, 
 
 func internalError(rw http.ResponseWriter, what string, err error) {
 	slog.Error("verdict up: "+what, "err", err)
-	lambda.ErrorResponse(http.StatusInternalServerError, lambda.ErrorBody{Code: "internal", Message: "internal error"}).Write(rw)
+	lambda.ErrorResponse(lambda.ErrorBody{Code: decision.CodeInternal, Message: "internal error"}).Write(rw)
 }
 
 func notFound(rw http.ResponseWriter, msg string) {
-	lambda.ErrorResponse(http.StatusNotFound, lambda.ErrorBody{Code: "not_found", Message: msg}).Write(rw)
+	lambda.ErrorResponse(lambda.ErrorBody{Code: decision.CodeNotFound, Message: msg}).Write(rw)
 }
 
 // status builds the status of one request, or found=false.
@@ -565,27 +537,36 @@ func (a *upAPI) getDecision(rw http.ResponseWriter, r *http.Request) {
 	lambda.JSONResponse(http.StatusOK, out).Write(rw)
 }
 
-// requireKey guards an admin route: with API keys configured, the request
-// must carry one (Authorization: Bearer KEY or X-Api-Key), compared in
-// constant time; without keys `verdict up` listens on loopback only.
-func requireKey(keys map[string]string, next http.Handler) http.Handler {
+// upRoutes is the HTTP surface of `verdict up`. Every route but the health
+// check (auth.Open) authenticates its caller through the front door, by the
+// rules of package auth, and answers a refusal in the front door's shape.
+func upRoutes(front *lambda.Handler, api *upAPI, metrics, policyAdmin, status http.Handler) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("POST "+lambda.PathDecisions, front)
+	mux.Handle("POST "+lambda.PathSystemOneAsync, front)
+	mux.HandleFunc("GET /v1/requests/{id}", api.getRequest)
+	mux.HandleFunc("GET /v1/decisions/{id}", api.getDecision)
+	mux.Handle("GET /metrics", guarded(front, metrics))
+	mux.Handle("GET /v1/status", guarded(front, status))
+	mux.Handle("/admin/policy", guarded(front, policyAdmin))
+	mux.Handle("GET /healthz", guarded(front, http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+		lambda.JSONResponse(http.StatusOK, map[string]string{"status": "ok"}).Write(rw)
+	})))
+	mux.Handle("/", front) // 404 and 405 answers in the front door's shape
+	return mux
+}
+
+// guarded serves next to the callers the front door accepts, and to anyone
+// on the routes auth.Open names; others get the front door's 401.
+func guarded(front *lambda.Handler, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(keys) > 0 {
-			got := r.Header.Get("X-Api-Key")
-			if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-				got = strings.TrimSpace(b)
-			}
-			ok := false
-			for k := range keys {
-				if subtle.ConstantTimeCompare([]byte(k), []byte(got)) == 1 {
-					ok = true
-				}
-			}
-			if !ok {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="verdict"`)
-				http.Error(w, `{"error":{"code":"unauthorized","message":"missing or bad API key"}}`, http.StatusUnauthorized)
-				return
-			}
+		if auth.Open(r.URL.Path) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if _, resp := front.Authenticate(&lambda.Request{Method: r.Method, Path: r.URL.Path, Header: r.Header}); resp != nil {
+			resp.Write(w)
+			return
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -20,6 +20,7 @@ import (
 
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/engine/sagemaker"
+	"github.com/verdict-dev/verdict/listen"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/queue"
 	"github.com/verdict-dev/verdict/sink"
@@ -361,7 +362,11 @@ func runWorker(ctx context.Context, args []string) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", w.Handler())
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		srv, err := listen.New(mux, listen.Config{Logger: slog.Default()})
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
 		slog.Info("metrics", "addr", ln.Addr().String())

@@ -456,13 +456,7 @@ func (e *Engine) result(it *item, total time.Duration) decision.Result {
 		it.err = fmt.Errorf("%w: decision was not scored", engine.ErrClosed)
 	}
 	if it.err != nil {
-		r := engine.ErrorResult(it.d, it.err)
-		var ve *decision.ValidationError
-		if errors.As(it.err, &ve) {
-			r.Error.Code = "invalid"
-			r.Error.Fields = ve.Errors
-		}
-		return r
+		return engine.ErrorResult(it.d, it.err) // the code and field paths come from decision.CodeOf
 	}
 	var r decision.Result
 	engine.Readout(&r, it.d, it.logp, e.opts.Temperature)
@@ -629,7 +623,7 @@ func (e *Engine) runRound(round []*job) {
 
 func mapDecodeErr(err error) error {
 	if errors.Is(err, ErrNoKVSlot) {
-		return fmt.Errorf("%w: %v", engine.ErrContextFull, err)
+		return fmt.Errorf("%w: %w", engine.ErrContextFull, err)
 	}
 	return err
 }

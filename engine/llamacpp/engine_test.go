@@ -482,9 +482,9 @@ func TestOneBadDecisionDoesNotPoisonTheBatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, rs[0].Error)
 	require.Nil(t, rs[3].Error)
-	require.Equal(t, "invalid", rs[1].Error.Code)
+	require.EqualValues(t, "invalid", rs[1].Error.Code)
 	require.Equal(t, "options", rs[1].Error.Fields[0].Path)
-	require.Equal(t, "too_large", rs[2].Error.Code)
+	require.EqualValues(t, "too_large", rs[2].Error.Code)
 	// The same decision twice: equal up to batch-composition rounding.
 	require.Less(t, maxAbsDiff(rs[0].Probabilities, rs[3].Probabilities), 1e-6)
 }

@@ -294,7 +294,7 @@ func (s *Scorer) scoreChunk(ctx context.Context, ds []decision.Decision, idx []i
 	}
 	var resp batchResponse
 	if err := json.Unmarshal(respBody, &resp); err != nil {
-		fail(fmt.Errorf("%w: %v (body: %s)", ErrBadResponse, err, bodyPreview(respBody)))
+		fail(fmt.Errorf("%w: %w (body: %s)", ErrBadResponse, err, bodyPreview(respBody)))
 		return nil
 	}
 	if len(resp.Results) != len(idx) {

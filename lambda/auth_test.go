@@ -1,0 +1,46 @@
+package lambda_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/verdict-dev/verdict/auth"
+	"github.com/verdict-dev/verdict/lambda"
+)
+
+const semifBody = `{"id": "a", "state": "s", "question": "q?", "options": [{"id": "x", "description": ""}, {"id": "y", "description": ""}]}`
+
+// TestAuthenticateUsesTheAuthRules: the front door checks keys by package
+// auth's rules (either header, any case of Bearer, two different keys
+// refused) and answers auth's 401.
+func TestAuthenticateUsesTheAuthRules(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	post := func(h *lambda.Handler, kv ...string) *lambda.Response {
+		hdr := http.Header{"Content-Type": {"application/json"}}
+		for i := 0; i+1 < len(kv); i += 2 {
+			hdr.Set(kv[i], kv[i+1])
+		}
+		return h.Handle(context.Background(), &lambda.Request{Method: "POST", Path: lambda.PathDecisions, Header: hdr, Body: []byte(semifBody)})
+	}
+	require.Equal(t, http.StatusAccepted, post(b.h, "Authorization", "BEARER "+testKey).Status)
+	require.Equal(t, http.StatusAccepted, post(b.h, "Authorization", "Bearer "+testKey, "X-Api-Key", testKey).Status)
+	for kv, want := range map[[4]string]error{
+		{"Authorization", "Bearer " + testKey, "X-Api-Key", "other-key-987654321"}: auth.ErrTwoKeys,
+		{"X-Api-Key", "wrong"}:                auth.ErrBadKey,
+		{"Authorization", "Basic " + testKey}: auth.ErrNoKey, // another scheme is not a key
+	} {
+		resp := post(b.h, kv[:]...)
+		require.Equal(t, http.StatusUnauthorized, resp.Status, kv)
+		require.JSONEq(t, string(lambda.Unauthorized(want).Body), string(resp.Body), kv)
+		require.Equal(t, auth.Challenge, resp.Header.Get("WWW-Authenticate"))
+	}
+
+	// No keys and anonymous callers accepted: authentication is off, and a
+	// key the client always sends is not checked.
+	open := setup(t, func(c *lambda.Config) { c.APIKeys, c.AllowAnonymous = nil, true })
+	require.Equal(t, http.StatusAccepted, post(open.h, "Authorization", "Bearer anything").Status)
+}
