@@ -112,7 +112,7 @@ type ModelIdentity struct {
 // Error describes why a decision has no scores.
 type Error struct {
 	// Code is a stable machine-readable reason: "invalid", "too_large",
-	// "malformed", "busy", "engine", "unsupported", "canceled",
+	// "malformed", "busy", "engine", "unsupported", "canceled", "closed",
 	// "calibration" (the calibration file is pinned to another model or
 	// prompt).
 	Code string `json:"code"`

@@ -42,10 +42,18 @@ func Retryable(err error) bool {
 		errors.Is(err, context.DeadlineExceeded)
 }
 
+// CodeClosed is the Result.Error code of a decision left unscored because
+// the scorer was closed (ErrClosed): retryable elsewhere or later. A queue
+// worker releases such a message instead of publishing the error.
+const CodeClosed = "closed"
+
 // ErrorResult builds the result for a decision that could not be scored.
 func ErrorResult(d *decision.Decision, err error) decision.Result {
 	code := "engine"
+	retryable := Retryable(err)
 	switch {
+	case errors.Is(err, ErrClosed):
+		code, retryable = CodeClosed, true
 	case errors.Is(err, ErrBusy):
 		code = "busy"
 	case errors.Is(err, ErrUnsupported):
@@ -59,6 +67,6 @@ func ErrorResult(d *decision.Decision, err error) decision.Result {
 	}
 	return decision.Result{
 		ID: d.ID, Kind: d.Kind, OptionIDs: d.OptionIDs(),
-		Error: &decision.Error{Code: code, Message: err.Error(), Retryable: Retryable(err)},
+		Error: &decision.Error{Code: code, Message: err.Error(), Retryable: retryable},
 	}
 }

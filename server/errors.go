@@ -184,7 +184,7 @@ func resultError(key string, e *decision.Error) *apiError {
 		return newAPIError(http.StatusRequestEntityTooLarge, "too_large", "question %q: %s", key, e.Message)
 	case "unsupported", "invalid":
 		return newAPIError(http.StatusUnprocessableEntity, e.Code, "question %q: %s", key, e.Message)
-	case "unavailable":
+	case "unavailable", engine.CodeClosed:
 		return busyError("question %q: %s", key, e.Message)
 	default:
 		return newAPIError(http.StatusInternalServerError, e.Code, "question %q: %s", key, e.Message)

@@ -60,6 +60,9 @@ func TestEndToEnd(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, kind, bundleOpts{})
+			// A fresh worker receives one message (the oldest) and measures
+			// it before it takes more.
+			b.send(t, envelope("r0", mkDecision("w", "warm-up state", "q0?")))
 			// r1 and r2 share a state: their three decisions are scored in one call.
 			b.send(t,
 				envelope("r1", mkDecision("a", "shared state", "q1?"), mkDecision("b", "shared state", "q2?")),
@@ -70,8 +73,8 @@ func TestEndToEnd(t *testing.T) {
 			)
 			fs := &fakeScorer{}
 			w := start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}})
-			got := b.waitResults(t, 6, 30*time.Second)
-			for _, key := range []string{"r1/a", "r1/b", "r2/c", "r3/d"} {
+			got := b.waitResults(t, 7, 30*time.Second)
+			for _, key := range []string{"r0/w", "r1/a", "r1/b", "r2/c", "r3/d"} {
 				require.Len(t, got[key], 1, key)
 				rec := decode(t, got[key][0])
 				require.Equal(t, decision.StatusDecided, rec.Status, key)
@@ -96,13 +99,15 @@ func TestEndToEnd(t *testing.T) {
 			require.Equal(t, "decisions[0].options", bad.Result.Error.Fields[0].Path)
 			// Everything was deleted.
 			eventually(t, 10*time.Second, func() bool { return b.inFlight(t) == 0 }, "messages still in flight")
-			// Decisions sharing a state across messages went in one call
-			// (when they arrived in one receive, as they do here).
+			// The warm-up message came alone; then decisions sharing a state
+			// across messages went in one call (when they arrived in one
+			// receive, as they do here).
+			require.Equal(t, 1, fs.callSizes()[0], "call sizes %v", fs.callSizes())
 			require.Contains(t, fs.callSizes(), 3, "call sizes %v", fs.callSizes())
 			// Metrics are served.
 			rec := httptest.NewRecorder()
 			w.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-			require.Contains(t, rec.Body.String(), `verdict_worker_decisions_total{status="decided"} 4`)
+			require.Contains(t, rec.Body.String(), `verdict_worker_decisions_total{status="decided"} 5`)
 			require.Contains(t, rec.Body.String(), "verdict_worker_messages_invalid_total 2")
 		})
 	}
