@@ -181,14 +181,17 @@ func (f *workerFlags) register(fs *flag.FlagSet) {
 	f.sm.register(fs)
 }
 
-// resources collects what must be closed when the worker ends.
+// resources collects what must be closed when a command ends, closed in
+// the reverse order of add. The pointer receiver of close matters: `defer
+// res.close()` then closes what was added after the defer statement.
 type resources []func()
 
 func (r *resources) add(f func()) { *r = append(*r, f) }
-func (r resources) close() {
-	for i := len(r) - 1; i >= 0; i-- {
-		r[i]()
+func (r *resources) close() {
+	for i := len(*r) - 1; i >= 0; i-- {
+		(*r)[i]()
 	}
+	*r = nil
 }
 
 // build turns the flags into a worker configuration (without the scorer).

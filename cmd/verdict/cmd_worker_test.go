@@ -90,4 +90,8 @@ func TestWorkerSageMakerLoadsNoModel(t *testing.T) {
 		t.Fatal("the worker did not stop")
 	}
 	require.FileExists(t, filepath.Join(dir, "queue.db"))
+	// Everything opened was closed: SQLite removes a file's -wal journal
+	// when its last connection closes.
+	require.NoFileExists(t, filepath.Join(dir, "queue.db-wal"), "the local queue was not closed")
+	require.NoFileExists(t, filepath.Join(dir, "results.db-wal"), "the results store was not closed")
 }
