@@ -182,7 +182,10 @@ func (q *SQS) wrap(ctx context.Context, op string, err error) error {
 // Receive long-polls the queue (WaitTimeSeconds) for up to opts.Max
 // messages, asking for their receive counts and attributes.
 func (q *SQS) Receive(ctx context.Context, opts ReceiveOptions) ([]Message, error) {
-	opts = opts.normalize(q.cfg.Visibility)
+	opts, err := opts.resolve(q.cfg.Visibility)
+	if err != nil {
+		return nil, err
+	}
 	in := &sqs.ReceiveMessageInput{
 		QueueUrl:              aws.String(q.cfg.URL),
 		MaxNumberOfMessages:   int32(opts.Max),

@@ -298,21 +298,87 @@ func TestConfigErrors(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "local", bundleOpts{})
 	base := worker.Config{Queue: b.q, Scorer: &fakeScorer{}, Sinks: []sink.Sink{b.sink}}
-	cases := map[string]func(c *worker.Config){
-		"Config.Queue":       func(c *worker.Config) { c.Queue = nil },
-		"Config.Scorer":      func(c *worker.Config) { c.Scorer = nil },
-		"Config.Sinks":       func(c *worker.Config) { c.Sinks = nil },
-		"Config.MaxMessages": func(c *worker.Config) { c.MaxMessages = 11 },
-		"Config.Visibility":  func(c *worker.Config) { c.Visibility = time.Millisecond },
-		"Config.Concurrency": func(c *worker.Config) { c.Concurrency = -1 },
-		"Config.Wait":        func(c *worker.Config) { c.Wait = time.Minute },
+	cases := []struct {
+		field  string // "" when the config is valid
+		mutate func(c *worker.Config)
+	}{
+		{"Config.Queue", func(c *worker.Config) { c.Queue = nil }},
+		{"Config.Scorer", func(c *worker.Config) { c.Scorer = nil }},
+		{"Config.Sinks", func(c *worker.Config) { c.Sinks = nil }},
+		{"Config.Sinks[0]", func(c *worker.Config) { c.Sinks = []sink.Sink{nil} }},
+		{"Config.MaxMessages", func(c *worker.Config) { c.MaxMessages = 11 }},
+		{"Config.MaxMessages", func(c *worker.Config) { c.MaxMessages = -1 }},
+		{"Config.Visibility", func(c *worker.Config) { c.Visibility = time.Millisecond }},
+		{"Config.Visibility", func(c *worker.Config) { c.Visibility = 13 * time.Hour }},
+		{"Config.Concurrency", func(c *worker.Config) { c.Concurrency = -1 }},
+		{"Config.Wait", func(c *worker.Config) { c.Wait = time.Minute }},
+		{"Config.Wait", func(c *worker.Config) { c.Wait = -time.Second }},
+		{"Config.ShutdownTimeout", func(c *worker.Config) { c.ShutdownTimeout = -2 }},
+		{"Config.RetryBase", func(c *worker.Config) { c.RetryBase = -time.Second }},
+		{"Config.RetryMax", func(c *worker.Config) { c.RetryMax = -time.Minute }},
+		{"Config.RetryMax", func(c *worker.Config) { c.RetryMax = 24 * time.Hour }},
+		{"Config.MessageTimeout", func(c *worker.Config) { c.MessageTimeout = -time.Second }},
+		{"Config.Heartbeat", func(c *worker.Config) { c.Heartbeat = -time.Second }},
+		{"Config.Heartbeat", func(c *worker.Config) { c.Visibility, c.Heartbeat = 10 * time.Second, 10 * time.Second }},
+		// Zero means the default, None means no time; both are valid.
+		{"", func(c *worker.Config) {}},
+		{"", func(c *worker.Config) {
+			c.Wait, c.ShutdownTimeout, c.RetryBase, c.RetryMax = worker.None, worker.None, worker.None, worker.None
+		}},
+		{"", func(c *worker.Config) { c.Visibility, c.MessageTimeout = time.Second, 12 * time.Hour }},
 	}
-	for field, mutate := range cases {
+	for _, tc := range cases {
 		c := base
-		mutate(&c)
+		tc.mutate(&c)
 		_, err := worker.New(c)
-		require.ErrorIs(t, err, worker.ErrConfig, field)
-		require.ErrorContains(t, err, field)
+		if tc.field == "" {
+			require.NoError(t, err)
+			continue
+		}
+		require.ErrorIs(t, err, worker.ErrConfig, tc.field)
+		require.ErrorContains(t, err, tc.field+":")
+		var fe *worker.FieldError
+		require.ErrorAs(t, err, &fe)
+	}
+}
+
+// recordingQueue records the options of every Receive on its way to a
+// real queue.
+type recordingQueue struct {
+	queue.Queue
+	mu   sync.Mutex
+	opts []queue.ReceiveOptions
+}
+
+func (q *recordingQueue) Receive(ctx context.Context, o queue.ReceiveOptions) ([]queue.Message, error) {
+	q.mu.Lock()
+	q.opts = append(q.opts, o)
+	q.mu.Unlock()
+	return q.Queue.Receive(ctx, o)
+}
+
+func (q *recordingQueue) received() []queue.ReceiveOptions {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]queue.ReceiveOptions(nil), q.opts...)
+}
+
+// Wait None long-polls not at all; Wait 0 is the default 20 s.
+func TestConfigNoneMeansZero(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		wait, want time.Duration
+	}{{worker.None, 0}, {0, worker.DefaultWait}, {3 * time.Second, 3 * time.Second}} {
+		b := setup(t, "local", bundleOpts{})
+		rq := &recordingQueue{Queue: b.q}
+		w, err := worker.New(worker.Config{Queue: rq, Scorer: &fakeScorer{}, Sinks: []sink.Sink{b.sink}, Wait: tc.wait, Logger: quietLogger()})
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() { done <- w.Run(context.Background()) }()
+		eventually(t, 10*time.Second, func() bool { return len(rq.received()) > 0 }, "no receive")
+		require.NoError(t, w.Stop(context.Background()))
+		require.NoError(t, <-done)
+		require.Equal(t, tc.want, rq.received()[0].Wait, "Config.Wait %v", tc.wait)
 	}
 }
 

@@ -67,7 +67,7 @@ func (f *upFlags) register() *flag.FlagSet {
 	fs.IntVar(&f.concurrency, "concurrency", worker.DefaultConcurrency, "worker: received batches processed at once")
 	fs.DurationVar(&f.visibility, "visibility", worker.DefaultVisibility, "worker: visibility timeout; work held by a killed process is retried after it")
 	fs.IntVar(&f.maxReceives, "max-receives", 5, "receives before a message goes to the dead-letter table")
-	fs.DurationVar(&f.shutdown, "shutdown-timeout", worker.DefaultShutdownTimeout, "on SIGTERM/SIGINT, time to finish in-flight work before releasing it to the queue")
+	fs.DurationVar(&f.shutdown, "shutdown-timeout", worker.DefaultShutdownTimeout, "on SIGTERM/SIGINT, time to finish in-flight work and release the rest to the queue; 0: release at once")
 	fs.StringVar(&f.synthShape, "synth-shape", "tiny", "without --model: shape of the synthetic model written to DATA/models (seed 1)")
 	f.engine.register(fs)
 	f.log.register(fs)
@@ -189,7 +189,7 @@ func runUp(ctx context.Context, args []string) error {
 
 	w, err := worker.New(worker.Config{
 		Queue: q, Scorer: sc, Sinks: []sink.Sink{store}, Policy: holder,
-		Concurrency: f.concurrency, Visibility: f.visibility, Wait: 5 * time.Second, ShutdownTimeout: f.shutdown,
+		Concurrency: f.concurrency, Visibility: f.visibility, Wait: 5 * time.Second, ShutdownTimeout: noneIfZero(f.shutdown),
 		Logger:          slog.Default(),
 		PrefixStatsFunc: func() (int64, int64) { s := eng.Stats(); return s.PrefixHits, s.PrefixMisses },
 	})
