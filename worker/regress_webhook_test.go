@@ -3,6 +3,7 @@ package worker_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -56,10 +57,13 @@ func TestRegressionTransientWebhookMaskedByPermanentReply(t *testing.T) {
 	require.NoError(t, err)
 	b := setup(t, "local", bundleOpts{})
 	b.send(t, replyEnvelope("r1", replySrv.URL, mkDecision("a", "st", "q?")))
-	// wired as cmd/verdict does with --webhook-url: in Sinks and as Webhook
-	start(t, worker.Config{Queue: b.q, Scorer: &fakeScorer{}, Sinks: []sink.Sink{b.sink, wh}, Webhook: wh, RetryBase: time.Minute})
-	eventually(t, 10*time.Second, func() bool { return op.get() > 0 }, "operator webhook never called")
-	time.Sleep(1 * time.Second)
+	// wired as cmd/verdict does with --webhook-url: in Sinks and as Webhook.
+	// The queue action follows the publish: once the message is acted on,
+	// it was released (not deleted).
+	w := start(t, worker.Config{Queue: b.q, Scorer: &fakeScorer{}, Sinks: []sink.Sink{b.sink, wh}, Webhook: wh, RetryBase: time.Minute})
+	eventually(t, 10*time.Second, func() bool {
+		return strings.Contains(metricsText(w), `verdict_worker_messages_released_total{reason="publish"} 1`)
+	}, "the message was not released after the operator webhook failed")
 	require.NotZero(t, b.depth(t), "message deleted although the operator webhook (503) never accepted its record; op posts=%d reply posts=%d", op.get(), reply.get())
 }
 

@@ -146,11 +146,14 @@ func TestSlowDecisionNotRedelivered(t *testing.T) {
 			fs := &fakeScorer{SlowDelay: 5 * time.Second}
 			// Visibility 2 s: without the heartbeat the message would be
 			// received again (concurrency 2 leaves a free receiver).
-			start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}, Visibility: 2 * time.Second, Concurrency: 2})
+			w := start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}, Visibility: 2 * time.Second, Concurrency: 2})
 			got := b.waitResults(t, 1, 30*time.Second)
 			require.Len(t, got["slow/s"], 1)
-			eventually(t, 10*time.Second, func() bool { return b.inFlight(t) == 0 }, "message not deleted")
-			time.Sleep(2500 * time.Millisecond) // past the original visibility
+			eventually(t, 10*time.Second, func() bool { return b.depth(t) == 0 }, "message not deleted")
+			// A graceful stop finishes what the worker holds: had the
+			// message been delivered again while it was scored (past 2 s),
+			// that second copy would have been scored before Stop returns.
+			require.NoError(t, w.Stop(context.Background()))
 			require.Equal(t, 1, fs.callsOf("s"), "the slow decision was delivered again while being extended")
 		})
 	}
@@ -158,19 +161,27 @@ func TestSlowDecisionNotRedelivered(t *testing.T) {
 
 func TestBusyEngineReleasesWithBackoff(t *testing.T) {
 	t.Parallel()
-	b := setup(t, "local", bundleOpts{maxReceives: 10})
+	b := setup(t, "local", bundleOpts{maxReceives: 10, clock: true})
 	b.send(t, envelope("busy", mkDecision("x", "state", "busy?")))
 	fs := &fakeScorer{}
-	w := start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}, RetryBase: time.Hour})
-	eventually(t, 10*time.Second, func() bool { return fs.callsOf("x") == 1 }, "not scored")
-	// Released with a one-hour delay: not lost (still in the queue, hidden),
-	// not hot-looped.
-	time.Sleep(500 * time.Millisecond)
+	w := start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}, RetryBase: time.Hour, RetryMax: time.Hour})
+	eventually(t, 10*time.Second, func() bool {
+		return strings.Contains(metricsText(w), `verdict_worker_messages_released_total{reason="retryable"} 1`)
+	}, "not released")
+	require.NoError(t, w.Stop(context.Background()))
 	require.Equal(t, 1, fs.callsOf("x"))
+	// Released with a one-hour delay on the queue's clock: not lost (still
+	// in the queue, hidden), not hot-looped.
 	require.Equal(t, 1, b.inFlight(t))
-	rec := httptest.NewRecorder()
-	w.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	require.Contains(t, rec.Body.String(), `verdict_worker_messages_released_total{reason="retryable"} 1`)
+	b.clock.Advance(time.Hour - time.Second)
+	msgs, err := b.q.Receive(context.Background(), queue.ReceiveOptions{Max: 1})
+	require.NoError(t, err)
+	require.Empty(t, msgs, "visible before its one-hour delay")
+	b.clock.Advance(time.Second)
+	msgs, err = b.q.Receive(context.Background(), queue.ReceiveOptions{Max: 1})
+	require.NoError(t, err)
+	require.Len(t, msgs, 1, "back after its delay")
+	require.Equal(t, 2, msgs[0].ReceiveCount)
 }
 
 func TestSIGTERMReleasesUnfinished(t *testing.T) {
@@ -319,13 +330,13 @@ func TestConfigErrors(t *testing.T) {
 		{"Config.RetryMax", func(c *worker.Config) { c.RetryMax = 24 * time.Hour }},
 		{"Config.MessageTimeout", func(c *worker.Config) { c.MessageTimeout = -time.Second }},
 		{"Config.Heartbeat", func(c *worker.Config) { c.Heartbeat = -time.Second }},
-		{"Config.Heartbeat", func(c *worker.Config) { c.Visibility, c.Heartbeat = 10 * time.Second, 10 * time.Second }},
+		{"Config.Heartbeat", func(c *worker.Config) { c.Visibility, c.Heartbeat = 10*time.Second, 10*time.Second }},
 		// Zero means the default, None means no time; both are valid.
 		{"", func(c *worker.Config) {}},
 		{"", func(c *worker.Config) {
 			c.Wait, c.ShutdownTimeout, c.RetryBase, c.RetryMax = worker.None, worker.None, worker.None, worker.None
 		}},
-		{"", func(c *worker.Config) { c.Visibility, c.MessageTimeout = time.Second, 12 * time.Hour }},
+		{"", func(c *worker.Config) { c.Visibility, c.MessageTimeout = time.Second, 12*time.Hour }},
 	}
 	for _, tc := range cases {
 		c := base
