@@ -251,7 +251,12 @@ func TestWebhookRefusesPrivateAddresses(t *testing.T) {
 		"http://[::1]" + port,                     // IPv6 loopback
 		"http://[fe80::1]/",                       // link-local
 		"http://0.0.0.0" + port,                   // unspecified
-		"ftp://example.com/",                      // scheme
+		"http://10.0.0.7/hook",                    // private networks
+		"http://172.20.1.1/hook",
+		"http://192.168.0.10/hook",
+		"http://[fd00::10]/hook",
+		"http://100.64.1.1/hook", // shared address space
+		"ftp://example.com/",     // scheme
 	} {
 		r := rec("r", "d")
 		r.Reply = []string{target}

@@ -1,6 +1,9 @@
 package worker_test
 
 import (
+	"context"
+	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -84,4 +87,47 @@ func TestRegressionWebhookPostsTwice(t *testing.T) {
 	eventually(t, 10*time.Second, func() bool { return b.depth(t) == 0 }, "not deleted")
 	require.Equal(t, 1, op.get(), "operator webhook posts for one record")
 	require.Equal(t, 1, reply.get(), "reply webhook posts for one record")
+}
+
+// A reply webhook that keeps failing transiently (503) has its message
+// retried until it dead-letters, but the other sinks, which accepted the
+// records on the first attempt, do not get a copy on every attempt.
+func TestFailingReplyWebhookDoesNotRepublishToOtherSinks(t *testing.T) {
+	t.Parallel()
+	var reply counter
+	replySrv := httptest.NewServer(reply.handler(http.StatusServiceUnavailable))
+	defer replySrv.Close()
+	wh, err := sink.NewWebhook(sink.WebhookConfig{Secret: []byte("s"), AllowPrivate: true, Attempts: 1})
+	require.NoError(t, err)
+	defer wh.Close()
+	b := setup(t, "local", bundleOpts{maxReceives: 3})
+	b.send(t, replyEnvelope("r1", replySrv.URL, mkDecision("a", "st", "q?")))
+	cs := &countingSink{Sink: b.sink}
+	start(t, worker.Config{Queue: b.q, Scorer: &fakeScorer{}, Sinks: []sink.Sink{cs}, Webhook: wh, RetryBase: worker.None})
+	eventually(t, 30*time.Second, func() bool { return b.dead(t) == 1 }, "the message did not dead-letter")
+	require.Equal(t, 3, reply.get(), "the failing reply webhook is tried once per receive")
+	require.EqualValues(t, 1, cs.n.Load(), "the store got one copy per attempt")
+}
+
+// A reply URL whose host does not exist fails for good: the message is
+// answered and deleted at once, not retried until it dead-letters.
+func TestUnresolvableReplyHostIsPermanent(t *testing.T) {
+	t.Parallel()
+	const host = "verdict-webhook-test.invalid"
+	_, err := net.DefaultResolver.LookupHost(context.Background(), host)
+	var dnsErr *net.DNSError
+	if !errors.As(err, &dnsErr) || !dnsErr.IsNotFound {
+		t.Skipf("this machine's resolver does not answer NXDOMAIN for %s: %v", host, err)
+	}
+	wh, err := sink.NewWebhook(sink.WebhookConfig{Secret: []byte("s"), Backoff: time.Millisecond})
+	require.NoError(t, err)
+	defer wh.Close()
+	b := setup(t, "local", bundleOpts{maxReceives: 3})
+	b.send(t, replyEnvelope("r1", "https://"+host+"/hook", mkDecision("a", "st", "q?")))
+	cs := &countingSink{Sink: b.sink}
+	w := start(t, worker.Config{Queue: b.q, Scorer: &fakeScorer{}, Sinks: []sink.Sink{cs}, Webhook: wh, RetryBase: worker.None})
+	eventually(t, 30*time.Second, func() bool { return b.depth(t) == 0 }, "the message was not deleted")
+	require.Zero(t, b.dead(t))
+	require.EqualValues(t, 1, cs.n.Load())
+	require.Contains(t, metricsText(w), `verdict_worker_publish_errors_total{kind="permanent",sink="webhook"} 1`)
 }

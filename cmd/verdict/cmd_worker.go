@@ -166,7 +166,7 @@ func (f *workerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.webhookURL, "webhook-url", "", "POST every result to this URL (requests may also name their own reply URLs)")
 	fs.StringVar(&f.webhookSecret, "webhook-secret", "", "HMAC-SHA256 key for webhook signatures (required for webhooks)")
 	fs.StringVar(&f.webhookHosts, "webhook-allow-hosts", "", "comma-separated hosts webhooks may go to (.example.com allows subdomains; default any)")
-	fs.BoolVar(&f.webhookPrivate, "webhook-allow-private", false, "allow webhooks to loopback, link-local and metadata addresses")
+	fs.BoolVar(&f.webhookPrivate, "webhook-allow-private", false, "allow webhooks to private networks (10/8, 172.16/12, 192.168/16, fc00::/7, 100.64/10), loopback and link-local; cloud metadata addresses stay refused")
 	fs.StringVar(&f.policyFile, "policy", "", "policy file (default: the permissive default policy); reloaded on SIGHUP")
 	fs.IntVar(&f.concurrency, "concurrency", worker.DefaultConcurrency, "received batches processed at once")
 	fs.IntVar(&f.maxMessages, "max-messages", queue.MaxBatch, "most messages per receive, 1..10")
