@@ -21,6 +21,9 @@ const (
 var (
 	// ErrClosed: the queue has been closed.
 	ErrClosed = errors.New("queue: closed")
+	// ErrNoQueue: the queue does not exist (an SQS queue that was deleted
+	// or never created). Retrying cannot help.
+	ErrNoQueue = errors.New("queue: no such queue")
 	// ErrStaleReceipt: a receipt handle no longer names a message this
 	// consumer holds (it was deleted, or its visibility expired and it was
 	// received again).

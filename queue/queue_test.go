@@ -85,6 +85,22 @@ func TestSQSFIFOAttributes(t *testing.T) {
 	require.Equal(t, "v", msgs[0].Attributes["k"])
 }
 
+// A queue that does not exist (deleted under the consumer) is told apart
+// from a failure that may pass.
+func TestSQSMissingQueue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tq, err := moto.CreateQueue(ctx, "gone", queuetest.QueueOptions{})
+	require.NoError(t, err)
+	aws := moto.AWS()
+	q, err := queue.NewSQS(ctx, queue.SQSConfig{URL: tq.URL, Endpoint: moto.Endpoint, AWS: &aws})
+	require.NoError(t, err)
+	_, err = moto.SQS().DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: &tq.URL})
+	require.NoError(t, err)
+	_, err = q.Receive(ctx, queue.ReceiveOptions{Max: 1})
+	require.ErrorIs(t, err, queue.ErrNoQueue)
+}
+
 func TestSQSConfigErrors(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/verdict-dev/verdict/decision"
@@ -128,24 +129,38 @@ func TestStopBoundedWhenACallNeverReturns(t *testing.T) {
 	require.Equal(t, 2, msgs[0].ReceiveCount)
 }
 
-// A closed queue ends Run with an error that says so, instead of a receive
-// loop that fails and logs every second for ever.
-func TestRunReturnsErrorWhenQueueCloses(t *testing.T) {
+// A closed queue (or an SQS queue deleted under the worker) ends Run with
+// an error that says so, instead of a receive loop that fails and logs
+// every second for ever.
+func TestRunReturnsErrorWhenQueueGoes(t *testing.T) {
 	t.Parallel()
-	b := setup(t, "local", bundleOpts{})
-	w, err := worker.New(worker.Config{Queue: b.q, Scorer: &fakeScorer{}, Sinks: []sink.Sink{b.sink}, Wait: time.Second, Logger: quietLogger()})
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(context.Background()) }()
-	require.NoError(t, b.q.Close())
-	select {
-	case err := <-done:
-		require.ErrorIs(t, err, queue.ErrClosed)
-	case <-time.After(30 * time.Second):
-		_ = w.Stop(context.Background())
-		t.Fatal("Run went on receiving from a closed queue")
+	for _, tc := range []struct {
+		kind string
+		want error
+	}{{"local", queue.ErrClosed}, {"sqs", queue.ErrNoQueue}} {
+		t.Run(tc.kind, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, tc.kind, bundleOpts{})
+			w, err := worker.New(worker.Config{Queue: b.q, Scorer: &fakeScorer{}, Sinks: []sink.Sink{b.sink}, Wait: time.Second, Logger: quietLogger()})
+			require.NoError(t, err)
+			done := make(chan error, 1)
+			go func() { done <- w.Run(context.Background()) }()
+			if tc.kind == "local" {
+				require.NoError(t, b.q.Close())
+			} else {
+				_, err := moto.SQS().DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: &b.spec.QueueURL})
+				require.NoError(t, err)
+			}
+			select {
+			case err := <-done:
+				require.ErrorIs(t, err, tc.want)
+			case <-time.After(30 * time.Second):
+				_ = w.Stop(context.Background())
+				t.Fatal("Run went on receiving from a queue that is gone")
+			}
+			<-w.Closed()
+		})
 	}
-	<-w.Closed()
 }
 
 // A decision that a closing engine left unscored is not published as an

@@ -80,8 +80,9 @@ func (w *Worker) Closed() <-chan struct{} { return w.closed }
 // Run receives and processes messages until the worker is stopped. When
 // ctx is cancelled it stops within Config.ShutdownTimeout (see Stop). It
 // returns nil after a requested stop (ctx cancelled or Stop called), and
-// the cause when the worker stopped by itself: the queue was closed
-// (queue.ErrClosed), the engine was closed (engine.ErrClosed).
+// the cause when the worker stopped by itself: the queue was closed or
+// does not exist (queue.ErrClosed, queue.ErrNoQueue), the engine was
+// closed (engine.ErrClosed).
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
 		return errors.New("worker: Run called twice")
@@ -228,7 +229,7 @@ func (w *Worker) loop() {
 				}
 				return
 			}
-			if errors.Is(err, queue.ErrClosed) {
+			if errors.Is(err, queue.ErrClosed) || errors.Is(err, queue.ErrNoQueue) {
 				w.fail(fmt.Errorf("worker: receive: %w", err))
 				return
 			}
