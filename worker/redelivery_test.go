@@ -85,3 +85,28 @@ func TestCrashingMessageIsolatesItself(t *testing.T) {
 		})
 	}
 }
+
+// A fresh worker takes one message and runs one batch until it has a
+// timing, so its first result is published after one message is scored,
+// not after ten × concurrency; then it takes more.
+func TestFreshWorkerStartsWithOneMessage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "local", bundleOpts{})
+	var msgs []queue.Outgoing
+	for i := 0; i < 20; i++ {
+		msgs = append(msgs, envelope(fmt.Sprintf("r%d", i), mkDecision("d", fmt.Sprintf("state %d", i), "q?")))
+	}
+	b.send(t, msgs...)
+	rq := &recordingQueue{Queue: b.q}
+	fs := &fakeScorer{}
+	w := start(t, worker.Config{Queue: rq, Scorer: fs, Sinks: []sink.Sink{b.sink}, Concurrency: 2})
+	b.waitResults(t, 20, 30*time.Second)
+	require.NoError(t, w.Stop(context.Background()))
+	got := rq.received()
+	require.Equal(t, 1, got[0].Max, "a fresh worker's first receive")
+	grew := false
+	for _, o := range got[1:] {
+		grew = grew || o.Max > 1
+	}
+	require.True(t, grew, "the worker never took more than one message: %+v", got)
+}
