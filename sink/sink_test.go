@@ -303,3 +303,30 @@ func TestVerify(t *testing.T) {
 	require.False(t, sink.Verify([]byte("k"), ts, sig, []byte("body"), now.Add(time.Hour), time.Minute))
 	require.False(t, sink.Verify([]byte("k"), "x", sig, []byte("body"), now, time.Minute))
 }
+
+// WebhookConfig is checked as given: zero fields are the defaults,
+// negative ones are refused with the field named.
+func TestWebhookConfigErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		field string // "" when valid
+		cfg   sink.WebhookConfig
+	}{
+		{"WebhookConfig.Secret", sink.WebhookConfig{}},
+		{"WebhookConfig.Timeout", sink.WebhookConfig{Secret: []byte("k"), Timeout: -time.Second}},
+		{"WebhookConfig.Attempts", sink.WebhookConfig{Secret: []byte("k"), Attempts: -1}},
+		{"WebhookConfig.Backoff", sink.WebhookConfig{Secret: []byte("k"), Backoff: -time.Millisecond}},
+		{"WebhookConfig.URL", sink.WebhookConfig{Secret: []byte("k"), URL: "http://10.0.0.1/hook"}},
+		{"", sink.WebhookConfig{Secret: []byte("k")}},
+		{"", sink.WebhookConfig{Secret: []byte("k"), URL: "http://10.0.0.1/hook", AllowPrivate: true}},
+	} {
+		w, err := sink.NewWebhook(tc.cfg)
+		if tc.field == "" {
+			require.NoError(t, err)
+			w.Close()
+			continue
+		}
+		require.ErrorIs(t, err, sink.ErrConfig, tc.field)
+		require.ErrorContains(t, err, tc.field)
+	}
+}

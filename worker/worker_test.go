@@ -124,7 +124,7 @@ func TestPoisonMessageReachesDLQ(t *testing.T) {
 			b.send(t, envelope("bad", mkDecision("p", "s1", "poison?")), envelope("good", mkDecision("g", "s2", "fine?")),
 				envelope("mate", mkDecision("m", "s1", "fine?")))
 			fs := &fakeScorer{}
-			start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}, RetryBase: -1, Visibility: 5 * time.Second})
+			start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}, RetryBase: worker.None, Visibility: 5 * time.Second})
 			eventually(t, 40*time.Second, func() bool { return b.dead(t) == 1 }, "the poison message did not reach the DLQ")
 			got := b.waitResults(t, 2, 10*time.Second)
 			require.Contains(t, got, "good/g")
