@@ -39,8 +39,15 @@ type LocalConfig struct {
 	// by other processes (sends in this process wake it at once). Defaults
 	// to 100 ms.
 	PollInterval time.Duration
+	// NowFunc is the queue's clock: visibility timeouts, send times and the
+	// dedup window are read from it, so a test can let time pass without
+	// waiting (queuetest.Clock). Long polls wait in real time. The clock
+	// is this process's: other processes sharing the file use their own.
+	// Defaults to time.Now.
+	NowFunc func() time.Time
 }
 
+// withDefaults fills the fields left zero. It runs after validate.
 func (c LocalConfig) withDefaults() LocalConfig {
 	if c.Name == "" {
 		c.Name = "default"
@@ -57,21 +64,25 @@ func (c LocalConfig) withDefaults() LocalConfig {
 	if c.PollInterval == 0 {
 		c.PollInterval = 100 * time.Millisecond
 	}
+	if c.NowFunc == nil {
+		c.NowFunc = time.Now
+	}
 	return c
 }
 
+// validate checks the configuration as given (zero: the default).
 func (c LocalConfig) validate() error {
 	switch {
 	case c.Path == "":
 		return fmt.Errorf("%w: LocalConfig.Path is required", ErrConfig)
 	case c.Visibility < 0 || c.Visibility > MaxVisibility:
-		return fmt.Errorf("%w: LocalConfig.Visibility must be 0..12h, got %v", ErrConfig, c.Visibility)
-	case c.MaxReceives < 1:
-		return fmt.Errorf("%w: LocalConfig.MaxReceives must be >= 1, got %d", ErrConfig, c.MaxReceives)
+		return fmt.Errorf("%w: LocalConfig.Visibility must be 0..12h (0: 30s), got %v", ErrConfig, c.Visibility)
+	case c.MaxReceives < 0:
+		return fmt.Errorf("%w: LocalConfig.MaxReceives must be >= 1 (0: 5), got %d", ErrConfig, c.MaxReceives)
 	case c.DedupWindow < 0:
-		return fmt.Errorf("%w: LocalConfig.DedupWindow must be >= 0, got %v", ErrConfig, c.DedupWindow)
+		return fmt.Errorf("%w: LocalConfig.DedupWindow must be >= 0 (0: 5m), got %v", ErrConfig, c.DedupWindow)
 	case c.PollInterval < 0:
-		return fmt.Errorf("%w: LocalConfig.PollInterval must be >= 0, got %v", ErrConfig, c.PollInterval)
+		return fmt.Errorf("%w: LocalConfig.PollInterval must be >= 0 (0: 100ms), got %v", ErrConfig, c.PollInterval)
 	}
 	return nil
 }
@@ -149,10 +160,10 @@ func OpenSQLite(path string) (*sql.DB, error) {
 
 // OpenLocal opens (creating when needed) the queue cfg.Name in cfg.Path.
 func OpenLocal(cfg LocalConfig) (*Local, error) {
-	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	db, err := OpenSQLite(cfg.Path)
 	if err != nil {
 		return nil, err
@@ -186,7 +197,7 @@ func (q *Local) isClosed() bool {
 	}
 }
 
-func nowMillis() int64 { return time.Now().UnixMilli() }
+func (q *Local) nowMillis() int64 { return q.cfg.NowFunc().UnixMilli() }
 
 func newToken() string {
 	var b [8]byte
@@ -216,7 +227,7 @@ func (q *Local) Send(ctx context.Context, msgs []Outgoing) ([]error, error) {
 		return nil, fmt.Errorf("queue: send: %w", err)
 	}
 	defer tx.Rollback()
-	now := nowMillis()
+	now := q.nowMillis()
 	if _, err := tx.ExecContext(ctx, `DELETE FROM dedup WHERE queue = ? AND expires_at <= ?`, q.cfg.Name, now); err != nil {
 		return nil, fmt.Errorf("queue: send: %w", err)
 	}
@@ -267,7 +278,10 @@ func (q *Local) waitChan() <-chan struct{} {
 // Receive returns up to opts.Max visible messages and hides them for the
 // visibility timeout, waiting up to opts.Wait for the first one.
 func (q *Local) Receive(ctx context.Context, opts ReceiveOptions) ([]Message, error) {
-	opts = opts.normalize(q.cfg.Visibility)
+	opts, err := opts.resolve(q.cfg.Visibility)
+	if err != nil {
+		return nil, err
+	}
 	deadline := time.Now().Add(opts.Wait)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -309,7 +323,7 @@ func (q *Local) tryReceive(ctx context.Context, opts ReceiveOptions) ([]Message,
 		return nil, q.wrap("receive", err)
 	}
 	defer tx.Rollback()
-	now := nowMillis()
+	now := q.nowMillis()
 	var out []Message
 	var dead int64
 	for len(out) < opts.Max {
@@ -414,7 +428,7 @@ func (q *Local) ChangeVisibility(ctx context.Context, vs []Visibility) ([]error,
 	if err := checkBatch(len(vs)); err != nil {
 		return nil, err
 	}
-	now := nowMillis()
+	now := q.nowMillis()
 	res, err := q.perReceipt(ctx, "change visibility", len(vs), func(tx *sql.Tx, i int) (sql.Result, error) {
 		id, ok := splitReceipt(vs[i].Receipt)
 		if !ok {
@@ -484,7 +498,7 @@ type LocalStats struct {
 // Stats counts the queue's messages now.
 func (q *Local) Stats(ctx context.Context) (LocalStats, error) {
 	var s LocalStats
-	now := nowMillis()
+	now := q.nowMillis()
 	err := q.db.QueryRowContext(ctx, `SELECT
 		(SELECT count(*) FROM messages WHERE queue = ?1 AND visible_at <= ?2),
 		(SELECT count(*) FROM messages WHERE queue = ?1 AND visible_at > ?2),
@@ -533,7 +547,7 @@ func (q *Local) Redrive(ctx context.Context) (int, error) {
 		return 0, q.wrap("redrive", err)
 	}
 	defer tx.Rollback()
-	now := nowMillis()
+	now := q.nowMillis()
 	res, err := tx.ExecContext(ctx, `INSERT INTO messages (queue, body, attrs, group_id, sent_at, visible_at)
 		SELECT queue, body, attrs, group_id, sent_at, ? FROM dead_letters WHERE queue = ? ORDER BY id`, now, q.cfg.Name)
 	if err != nil {

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -20,12 +21,18 @@ const (
 var (
 	// ErrClosed: the queue has been closed.
 	ErrClosed = errors.New("queue: closed")
+	// ErrNoQueue: the queue does not exist (an SQS queue that was deleted
+	// or never created). Retrying cannot help.
+	ErrNoQueue = errors.New("queue: no such queue")
 	// ErrStaleReceipt: a receipt handle no longer names a message this
 	// consumer holds (it was deleted, or its visibility expired and it was
 	// received again).
 	ErrStaleReceipt = errors.New("queue: receipt handle is stale")
 	// ErrConfig: a queue configuration field is invalid.
 	ErrConfig = errors.New("queue: invalid configuration")
+	// ErrInvalid: an argument of a call is out of range (it is refused,
+	// not clamped).
+	ErrInvalid = errors.New("queue: invalid argument")
 )
 
 // Message is one received message.
@@ -49,7 +56,8 @@ type Message struct {
 
 // ReceiveOptions shape one Receive call.
 type ReceiveOptions struct {
-	// Max is the most messages to return, 1..10. Defaults to 1.
+	// Max is the most messages to return, 1..10. Defaults to 1. Out of
+	// range values (as for the other fields) fail the call with ErrInvalid.
 	Max int
 	// Wait is the long-poll time: Receive returns as soon as a message is
 	// available, or empty-handed after Wait. At most 20 s. Defaults to 0
@@ -92,24 +100,23 @@ func checkBatch(n int) error {
 	return nil
 }
 
-func (o ReceiveOptions) normalize(defVis time.Duration) ReceiveOptions {
-	if o.Max <= 0 {
+// resolve checks the options as given, refusing what is out of range
+// instead of clamping it, and fills the defaults (defVis for Visibility,
+// which may stay 0: the queue's own).
+func (o ReceiveOptions) resolve(defVis time.Duration) (ReceiveOptions, error) {
+	switch {
+	case o.Max < 0 || o.Max > MaxBatch:
+		return o, fmt.Errorf("%w: ReceiveOptions.Max must be 0..10 (0: 1), got %d", ErrInvalid, o.Max)
+	case o.Wait < 0 || o.Wait > MaxWait:
+		return o, fmt.Errorf("%w: ReceiveOptions.Wait must be 0..20s, got %v", ErrInvalid, o.Wait)
+	case o.Visibility < 0 || o.Visibility > MaxVisibility:
+		return o, fmt.Errorf("%w: ReceiveOptions.Visibility must be 0..12h (0: the queue's), got %v", ErrInvalid, o.Visibility)
+	}
+	if o.Max == 0 {
 		o.Max = 1
 	}
-	if o.Max > MaxBatch {
-		o.Max = MaxBatch
-	}
-	if o.Wait < 0 {
-		o.Wait = 0
-	}
-	if o.Wait > MaxWait {
-		o.Wait = MaxWait
-	}
-	if o.Visibility <= 0 {
+	if o.Visibility == 0 {
 		o.Visibility = defVis
 	}
-	if o.Visibility > MaxVisibility {
-		o.Visibility = MaxVisibility
-	}
-	return o
+	return o, nil
 }

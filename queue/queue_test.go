@@ -38,13 +38,15 @@ func TestMain(m *testing.M) {
 func TestLocalSuite(t *testing.T) {
 	t.Parallel()
 	queuetest.RunSuite(t, func(t *testing.T, maxReceives int, _ bool) queuetest.Harness {
-		q, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(t.TempDir(), "q.db"), MaxReceives: maxReceives, PollInterval: 20 * time.Millisecond})
+		clock := queuetest.NewClock()
+		q, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(t.TempDir(), "q.db"), MaxReceives: maxReceives,
+			PollInterval: 20 * time.Millisecond, NowFunc: clock.Now})
 		require.NoError(t, err)
 		t.Cleanup(func() { q.Close() })
 		return queuetest.Harness{Queue: q, DeadLettersFunc: func(ctx context.Context) (int, error) {
 			s, err := q.Stats(ctx)
 			return s.Dead, err
-		}}
+		}, PassFunc: clock.Advance}
 	})
 }
 
@@ -83,6 +85,22 @@ func TestSQSFIFOAttributes(t *testing.T) {
 	require.Equal(t, "v", msgs[0].Attributes["k"])
 }
 
+// A queue that does not exist (deleted under the consumer) is told apart
+// from a failure that may pass.
+func TestSQSMissingQueue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tq, err := moto.CreateQueue(ctx, "gone", queuetest.QueueOptions{})
+	require.NoError(t, err)
+	aws := moto.AWS()
+	q, err := queue.NewSQS(ctx, queue.SQSConfig{URL: tq.URL, Endpoint: moto.Endpoint, AWS: &aws})
+	require.NoError(t, err)
+	_, err = moto.SQS().DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: &tq.URL})
+	require.NoError(t, err)
+	_, err = q.Receive(ctx, queue.ReceiveOptions{Max: 1})
+	require.ErrorIs(t, err, queue.ErrNoQueue)
+}
+
 func TestSQSConfigErrors(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -95,25 +113,45 @@ func TestSQSConfigErrors(t *testing.T) {
 
 func TestLocalConfigErrors(t *testing.T) {
 	t.Parallel()
-	_, err := queue.OpenLocal(queue.LocalConfig{})
-	require.ErrorIs(t, err, queue.ErrConfig)
-	require.ErrorContains(t, err, "LocalConfig.Path")
-	_, err = queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(t.TempDir(), "q.db"), MaxReceives: -1})
-	require.ErrorContains(t, err, "LocalConfig.MaxReceives")
+	path := filepath.Join(t.TempDir(), "q.db")
+	cases := []struct {
+		field string // "" when valid
+		cfg   queue.LocalConfig
+	}{
+		{"LocalConfig.Path", queue.LocalConfig{}},
+		{"LocalConfig.MaxReceives", queue.LocalConfig{Path: path, MaxReceives: -1}},
+		{"LocalConfig.Visibility", queue.LocalConfig{Path: path, Visibility: -time.Second}},
+		{"LocalConfig.Visibility", queue.LocalConfig{Path: path, Visibility: 13 * time.Hour}},
+		{"LocalConfig.DedupWindow", queue.LocalConfig{Path: path, DedupWindow: -time.Minute}},
+		{"LocalConfig.PollInterval", queue.LocalConfig{Path: path, PollInterval: -time.Millisecond}},
+		{"", queue.LocalConfig{Path: path}}, // zero values are the defaults
+		{"", queue.LocalConfig{Path: path, Visibility: 12 * time.Hour, MaxReceives: 1}},
+	}
+	for _, tc := range cases {
+		q, err := queue.OpenLocal(tc.cfg)
+		if tc.field == "" {
+			require.NoError(t, err)
+			require.NoError(t, q.Close())
+			continue
+		}
+		require.ErrorIs(t, err, queue.ErrConfig, tc.field)
+		require.ErrorContains(t, err, tc.field)
+	}
 }
 
 func TestLocalStaleReceipt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	q, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(t.TempDir(), "q.db")})
+	clock := queuetest.NewClock()
+	q, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(t.TempDir(), "q.db"), NowFunc: clock.Now})
 	require.NoError(t, err)
 	defer q.Close()
 	_, err = q.Send(ctx, []queue.Outgoing{{Body: []byte("x")}})
 	require.NoError(t, err)
-	msgs, err := q.Receive(ctx, queue.ReceiveOptions{Max: 1, Visibility: time.Millisecond})
+	msgs, err := q.Receive(ctx, queue.ReceiveOptions{Max: 1, Visibility: time.Second})
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
-	time.Sleep(5 * time.Millisecond)
+	clock.Advance(time.Second)
 	again, err := q.Receive(ctx, queue.ReceiveOptions{Max: 1})
 	require.NoError(t, err)
 	require.Len(t, again, 1)
@@ -129,15 +167,16 @@ func TestLocalStaleReceipt(t *testing.T) {
 func TestLocalDeadLettersAndRedrive(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	q, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(t.TempDir(), "q.db"), MaxReceives: 1})
+	clock := queuetest.NewClock()
+	q, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(t.TempDir(), "q.db"), MaxReceives: 1, NowFunc: clock.Now})
 	require.NoError(t, err)
 	defer q.Close()
 	_, err = q.Send(ctx, []queue.Outgoing{{Body: []byte("bad"), Attributes: map[string]string{"a": "b"}}})
 	require.NoError(t, err)
-	msgs, err := q.Receive(ctx, queue.ReceiveOptions{Max: 1, Visibility: time.Millisecond})
+	msgs, err := q.Receive(ctx, queue.ReceiveOptions{Max: 1, Visibility: time.Second})
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
-	time.Sleep(5 * time.Millisecond)
+	clock.Advance(time.Second)
 	msgs, err = q.Receive(ctx, queue.ReceiveOptions{Max: 1})
 	require.NoError(t, err)
 	require.Empty(t, msgs)
@@ -154,6 +193,44 @@ func TestLocalDeadLettersAndRedrive(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	require.Equal(t, 1, msgs[0].ReceiveCount)
+}
+
+// The local queue reads time from its clock: a released message stays
+// hidden until its delay has passed on that clock, to the millisecond, and
+// a dedup id expires with the window.
+func TestLocalClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := queuetest.NewClock()
+	q, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(t.TempDir(), "q.db"), NowFunc: clock.Now, DedupWindow: time.Minute})
+	require.NoError(t, err)
+	defer q.Close()
+	_, err = q.Send(ctx, []queue.Outgoing{{Body: []byte("x"), DedupID: "d"}})
+	require.NoError(t, err)
+	msgs, err := q.Receive(ctx, queue.ReceiveOptions{Max: 1})
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	require.Equal(t, clock.Now().UnixMilli(), msgs[0].SentAt.UnixMilli())
+	errs, err := q.ChangeVisibility(ctx, []queue.Visibility{{Receipt: msgs[0].Receipt, Timeout: time.Hour}})
+	require.NoError(t, err)
+	require.NoError(t, errs[0])
+	clock.Advance(time.Hour - time.Millisecond)
+	none, err := q.Receive(ctx, queue.ReceiveOptions{Max: 1})
+	require.NoError(t, err)
+	require.Empty(t, none, "visible before its delay passed")
+	clock.Advance(time.Millisecond)
+	back, err := q.Receive(ctx, queue.ReceiveOptions{Max: 1})
+	require.NoError(t, err)
+	require.Len(t, back, 1)
+	_, err = q.Delete(ctx, []string{back[0].Receipt})
+	require.NoError(t, err)
+	// The dedup window (1 min) has long passed on the clock: the same id
+	// is a new message.
+	_, err = q.Send(ctx, []queue.Outgoing{{Body: []byte("y"), DedupID: "d"}})
+	require.NoError(t, err)
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Visible)
 }
 
 func TestLocalTwoQueuesOneFile(t *testing.T) {
@@ -253,11 +330,12 @@ func TestLocalSurvivesKill9(t *testing.T) {
 	}
 	require.NotEmpty(t, acked, "the writer acknowledged nothing")
 
-	q, err := queue.OpenLocal(queue.LocalConfig{Path: path})
+	// Read the file a second ahead of the writer's clock, so that its 1 ms
+	// visibilities have passed.
+	q, err := queue.OpenLocal(queue.LocalConfig{Path: path, NowFunc: func() time.Time { return time.Now().Add(time.Second) }})
 	require.NoError(t, err)
 	defer q.Close()
 	require.NoError(t, q.Check(ctx))
-	time.Sleep(5 * time.Millisecond) // let the writer's 1 ms visibilities pass
 	seen := map[int]bool{}
 	msgs, err := queuetest.Drain(ctx, q, 0)
 	require.NoError(t, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 )
 
 // SQSConfig configures an SQS queue. The zero value of a field means its
@@ -176,13 +177,23 @@ func (q *SQS) wrap(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist":
+			return fmt.Errorf("queue: %s %s: %w: %w", op, q.cfg.URL, ErrNoQueue, err)
+		}
+	}
 	return fmt.Errorf("queue: %s %s: %w", op, q.cfg.URL, err)
 }
 
 // Receive long-polls the queue (WaitTimeSeconds) for up to opts.Max
 // messages, asking for their receive counts and attributes.
 func (q *SQS) Receive(ctx context.Context, opts ReceiveOptions) ([]Message, error) {
-	opts = opts.normalize(q.cfg.Visibility)
+	opts, err := opts.resolve(q.cfg.Visibility)
+	if err != nil {
+		return nil, err
+	}
 	in := &sqs.ReceiveMessageInput{
 		QueueUrl:              aws.String(q.cfg.URL),
 		MaxNumberOfMessages:   int32(opts.Max),

@@ -251,7 +251,12 @@ func TestWebhookRefusesPrivateAddresses(t *testing.T) {
 		"http://[::1]" + port,                     // IPv6 loopback
 		"http://[fe80::1]/",                       // link-local
 		"http://0.0.0.0" + port,                   // unspecified
-		"ftp://example.com/",                      // scheme
+		"http://10.0.0.7/hook",                    // private networks
+		"http://172.20.1.1/hook",
+		"http://192.168.0.10/hook",
+		"http://[fd00::10]/hook",
+		"http://100.64.1.1/hook", // shared address space
+		"ftp://example.com/",     // scheme
 	} {
 		r := rec("r", "d")
 		r.Reply = []string{target}
@@ -297,4 +302,31 @@ func TestVerify(t *testing.T) {
 	require.False(t, sink.Verify([]byte("other"), ts, sig, []byte("body"), now, time.Minute))
 	require.False(t, sink.Verify([]byte("k"), ts, sig, []byte("body"), now.Add(time.Hour), time.Minute))
 	require.False(t, sink.Verify([]byte("k"), "x", sig, []byte("body"), now, time.Minute))
+}
+
+// WebhookConfig is checked as given: zero fields are the defaults,
+// negative ones are refused with the field named.
+func TestWebhookConfigErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		field string // "" when valid
+		cfg   sink.WebhookConfig
+	}{
+		{"WebhookConfig.Secret", sink.WebhookConfig{}},
+		{"WebhookConfig.Timeout", sink.WebhookConfig{Secret: []byte("k"), Timeout: -time.Second}},
+		{"WebhookConfig.Attempts", sink.WebhookConfig{Secret: []byte("k"), Attempts: -1}},
+		{"WebhookConfig.Backoff", sink.WebhookConfig{Secret: []byte("k"), Backoff: -time.Millisecond}},
+		{"WebhookConfig.URL", sink.WebhookConfig{Secret: []byte("k"), URL: "http://10.0.0.1/hook"}},
+		{"", sink.WebhookConfig{Secret: []byte("k")}},
+		{"", sink.WebhookConfig{Secret: []byte("k"), URL: "http://10.0.0.1/hook", AllowPrivate: true}},
+	} {
+		w, err := sink.NewWebhook(tc.cfg)
+		if tc.field == "" {
+			require.NoError(t, err)
+			w.Close()
+			continue
+		}
+		require.ErrorIs(t, err, sink.ErrConfig, tc.field)
+		require.ErrorContains(t, err, tc.field)
+	}
 }

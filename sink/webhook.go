@@ -32,9 +32,15 @@ const (
 )
 
 // ErrRefusedAddress: a webhook resolved to an address verdict does not
-// post to (loopback, link-local, metadata, unspecified) or to a host that
-// is not allowed.
+// post to (see WebhookConfig.AllowPrivate) or to a host that is not
+// allowed.
 var ErrRefusedAddress = errors.New("sink: webhook address refused")
+
+// ErrUnresolvable: a webhook's host name does not exist (the DNS answered
+// that there is no such host). It is permanent: retrying a name that does
+// not exist would only publish the record again to the other sinks on
+// every attempt until the message dead-letters.
+var ErrUnresolvable = errors.New("sink: webhook host does not resolve")
 
 // WebhookConfig configures the webhook sink. The zero value of a field
 // means its default, given in the field's comment.
@@ -47,8 +53,13 @@ type WebhookConfig struct {
 	// AllowHosts lists the hosts webhooks may go to: "example.com" allows
 	// that host, ".example.com" its subdomains. Defaults to any host.
 	AllowHosts []string
-	// AllowPrivate permits loopback, link-local and cloud metadata
-	// addresses (for tests and trusted networks). Defaults to false.
+	// AllowPrivate permits addresses that are not on the public internet:
+	// private networks (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16,
+	// fc00::/7, 100.64.0.0/10), loopback and link-local — for webhooks
+	// inside a VPC, on the same host, and for tests. Cloud metadata
+	// addresses (169.254.169.254, fd00:ec2::254, 100.100.100.200) and the
+	// unspecified and multicast addresses are refused even then. Defaults to
+	// false: only public addresses.
 	AllowPrivate bool
 	// Timeout bounds one attempt. Defaults to 10 s.
 	Timeout time.Duration
@@ -59,6 +70,7 @@ type WebhookConfig struct {
 	Backoff time.Duration
 }
 
+// withDefaults fills the fields left zero. It runs after validate.
 func (c WebhookConfig) withDefaults() WebhookConfig {
 	if c.Timeout == 0 {
 		c.Timeout = 10 * time.Second
@@ -72,16 +84,17 @@ func (c WebhookConfig) withDefaults() WebhookConfig {
 	return c
 }
 
+// validate checks the configuration as given (zero: the default).
 func (c WebhookConfig) validate() error {
 	switch {
 	case len(c.Secret) == 0:
 		return fmt.Errorf("%w: WebhookConfig.Secret is required", ErrConfig)
 	case c.Timeout < 0:
-		return fmt.Errorf("%w: WebhookConfig.Timeout must be > 0, got %v", ErrConfig, c.Timeout)
-	case c.Attempts < 1:
-		return fmt.Errorf("%w: WebhookConfig.Attempts must be >= 1, got %d", ErrConfig, c.Attempts)
+		return fmt.Errorf("%w: WebhookConfig.Timeout must be > 0 (0: 10s), got %v", ErrConfig, c.Timeout)
+	case c.Attempts < 0:
+		return fmt.Errorf("%w: WebhookConfig.Attempts must be >= 1 (0: 5), got %d", ErrConfig, c.Attempts)
 	case c.Backoff < 0:
-		return fmt.Errorf("%w: WebhookConfig.Backoff must be >= 0, got %v", ErrConfig, c.Backoff)
+		return fmt.Errorf("%w: WebhookConfig.Backoff must be > 0 (0: 500ms), got %v", ErrConfig, c.Backoff)
 	}
 	for i, h := range c.AllowHosts {
 		if strings.TrimPrefix(h, ".") == "" || strings.ContainsAny(h, "/: ") {
@@ -106,24 +119,22 @@ type Webhook struct {
 
 // NewWebhook validates cfg and builds the sink.
 func NewWebhook(cfg WebhookConfig) (*Webhook, error) {
-	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	dialer := &net.Dialer{Timeout: cfg.Timeout}
-	if !cfg.AllowPrivate {
-		// Checked at connect time, on the address actually dialled, so a
-		// DNS answer cannot smuggle a private address past the URL check.
-		dialer.Control = func(_, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return fmt.Errorf("%w: %s", ErrRefusedAddress, address)
-			}
-			if why := refused(ap.Addr()); why != "" {
-				return fmt.Errorf("%w: %s is %s", ErrRefusedAddress, ap.Addr(), why)
-			}
-			return nil
+	// Checked at connect time, on the address actually dialled, so a DNS
+	// answer cannot smuggle a refused address past the URL check.
+	dialer.Control = func(_, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return fmt.Errorf("%w: %s", ErrRefusedAddress, address)
 		}
+		if why := refused(ap.Addr(), cfg.AllowPrivate); why != "" {
+			return fmt.Errorf("%w: %s is %s", ErrRefusedAddress, ap.Addr(), why)
+		}
+		return nil
 	}
 	tr := &http.Transport{DialContext: dialer.DialContext, Proxy: nil, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}
 	return &Webhook{cfg: cfg, nowFunc: time.Now, client: &http.Client{
@@ -146,8 +157,14 @@ var metadataAddrs = []netip.Addr{
 	netip.MustParseAddr("100.100.100.200"), // Alibaba
 }
 
+// sharedAddressSpace is 100.64.0.0/10 (carrier-grade NAT, RFC 6598): not
+// routed on the public internet.
+var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
+
 // refused says why an address may not receive webhooks ("" when it may).
-func refused(a netip.Addr) string {
+// Cloud metadata, unspecified and multicast addresses are always refused;
+// private networks, loopback and link-local unless allowPrivate.
+func refused(a netip.Addr, allowPrivate bool) string {
 	a = a.Unmap()
 	for _, m := range metadataAddrs {
 		if a == m {
@@ -155,14 +172,18 @@ func refused(a netip.Addr) string {
 		}
 	}
 	switch {
-	case a.IsLoopback():
-		return "a loopback address"
-	case a.IsLinkLocalUnicast(), a.IsLinkLocalMulticast():
-		return "a link-local address"
 	case a.IsUnspecified():
 		return "the unspecified address"
 	case a.IsMulticast():
 		return "a multicast address"
+	case allowPrivate:
+		return ""
+	case a.IsLoopback():
+		return "a loopback address"
+	case a.IsLinkLocalUnicast():
+		return "a link-local address"
+	case a.IsPrivate(), sharedAddressSpace.Contains(a):
+		return "a private-network address"
 	}
 	return ""
 }
@@ -194,14 +215,12 @@ func (c WebhookConfig) checkURL(raw string) (*url.URL, error) {
 			return nil, fmt.Errorf("%w: host %q is not in the allowlist", ErrRefusedAddress, host)
 		}
 	}
-	if !c.AllowPrivate {
-		if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-			return nil, fmt.Errorf("%w: %q is a loopback host", ErrRefusedAddress, host)
-		}
-		if a, err := netip.ParseAddr(host); err == nil {
-			if why := refused(a); why != "" {
-				return nil, fmt.Errorf("%w: %s is %s", ErrRefusedAddress, a, why)
-			}
+	if !c.AllowPrivate && (host == "localhost" || strings.HasSuffix(host, ".localhost")) {
+		return nil, fmt.Errorf("%w: %q is a loopback host", ErrRefusedAddress, host)
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if why := refused(a, c.AllowPrivate); why != "" {
+			return nil, fmt.Errorf("%w: %s is %s", ErrRefusedAddress, a, why)
 		}
 	}
 	return u, nil
@@ -231,8 +250,8 @@ func Verify(secret []byte, ts, signature string, body []byte, now time.Time, tol
 }
 
 // Publish posts every record to every URL it goes to. A refused address,
-// a disallowed host or a 4xx answer (other than 408 and 429) fails with
-// ErrPermanent at once; other failures are retried with backoff. The
+// a disallowed host, a host name that does not exist (ErrUnresolvable) or
+// a 4xx answer (other than 408 and 429) fails with ErrPermanent at once; other failures are retried with backoff. The
 // returned error is permanent only when every failure was: one transient
 // failure beside a permanent one keeps the message for another try.
 func (w *Webhook) Publish(ctx context.Context, recs []Record) error {
@@ -285,6 +304,10 @@ func (w *Webhook) post(ctx context.Context, target, key string, body []byte) err
 		if err != nil {
 			if errors.Is(err, ErrRefusedAddress) {
 				return fmt.Errorf("%w: %w", ErrPermanent, err)
+			}
+			var dnsErr *net.DNSError
+			if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+				return fmt.Errorf("%w: %w: %w", ErrPermanent, ErrUnresolvable, err)
 			}
 			return retry.RetryableError(err)
 		}

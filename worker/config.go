@@ -34,10 +34,19 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultRetryBase       = 2 * time.Second
 	DefaultRetryMax        = 5 * time.Minute
+	// DefaultMessageTimeoutFactor: a message's processing is abandoned
+	// after this many visibility timeouts (Config.MessageTimeout).
+	DefaultMessageTimeoutFactor = 5
 )
 
+// None, given to a duration field whose comment says so, asks for no time
+// at all: the zero value of a field means its default, so zero itself is
+// spelled None (river's -1 convention). Other negative values are refused.
+const None time.Duration = -1
+
 // Config configures a Worker. The zero value of a field means its default,
-// given in the field's comment.
+// given in the field's comment; a field that may be zero on purpose says
+// how to ask for it (None).
 type Config struct {
 	// Queue is the queue to consume. Required.
 	Queue queue.Queue
@@ -50,30 +59,43 @@ type Config struct {
 	Webhook *sink.Webhook
 	// Policy holds the policy in force. Defaults to policy.Default().
 	Policy *policy.Holder
-	// Concurrency is the number of received batches processed at once.
-	// Defaults to 2.
+	// Concurrency is the most received batches processed at once, 1 or
+	// more. A worker that has measured nothing yet, or has just received a
+	// message that was delivered before (see MaxMessages), processes one
+	// batch at a time. Defaults to 2.
 	Concurrency int
 	// MaxMessages is the most messages one receive takes, 1..10. The
 	// worker takes fewer when its measured processing time says more would
-	// not finish within the visibility timeout. Defaults to 10.
+	// not finish within half the visibility timeout, and one at a time
+	// while it has measured nothing yet or after receiving a message whose
+	// receive count says it was in flight before (a crash, an expired
+	// visibility). Defaults to 10.
 	MaxMessages int
 	// Visibility is the visibility timeout the worker receives with and
-	// extends to. Defaults to 60 s.
+	// extends to, 1s..12h. Defaults to 60 s.
 	Visibility time.Duration
-	// Heartbeat is how often held messages are extended. Defaults to a
-	// third of Visibility.
+	// Heartbeat is how often held messages are extended; shorter than
+	// Visibility. Defaults to a third of Visibility.
 	Heartbeat time.Duration
-	// Wait is the long-poll time of a receive, at most 20 s. Defaults to
-	// 20 s.
+	// MessageTimeout bounds the work on one received message (scoring and
+	// publishing), heartbeat or not: when it passes, the calls still
+	// running are abandoned and the message is released with the retry
+	// delay, so a call that never returns cannot hold it forever. At most
+	// 12h. Defaults to DefaultMessageTimeoutFactor × Visibility.
+	MessageTimeout time.Duration
+	// Wait is the long-poll time of a receive, at most 20 s; None returns
+	// at once. Defaults to 20 s.
 	Wait time.Duration
-	// ShutdownTimeout bounds the graceful stop that follows the
-	// cancellation of Run's context. Defaults to 30 s.
+	// ShutdownTimeout bounds the stop that follows the cancellation of
+	// Run's context, releases included; None releases at once. Defaults to
+	// 30 s.
 	ShutdownTimeout time.Duration
 	// RetryBase is the release delay after a first failed receive; it
-	// doubles with each further receive up to RetryMax. A negative value
-	// releases at once. Defaults to 2 s.
+	// doubles with each further receive up to RetryMax. None releases at
+	// once. Defaults to 2 s.
 	RetryBase time.Duration
-	// RetryMax caps the release delay. Defaults to 5 min.
+	// RetryMax caps the release delay, at most 12h; None releases at once.
+	// Defaults to 5 min.
 	RetryMax time.Duration
 	// PublishTiming keeps the per-run timing in published results. Off by
 	// default so that a redelivery publishes identical bytes (timing is in
@@ -91,10 +113,83 @@ type Config struct {
 	PrefixStatsFunc func() (hits, misses int64)
 }
 
+// FieldError names the Config field that is invalid. It matches ErrConfig
+// with errors.Is.
+type FieldError struct {
+	// Field is the field's name, e.g. "Wait".
+	Field string
+	// Problem says what is wrong, with the value.
+	Problem string
+}
+
+func (e *FieldError) Error() string {
+	return ErrConfig.Error() + ": Config." + e.Field + ": " + e.Problem
+}
+
+// Is makes errors.Is(err, ErrConfig) true.
+func (e *FieldError) Is(target error) bool { return target == ErrConfig }
+
+func bad(field, format string, args ...any) error {
+	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// CheckSettings validates the numeric and timing fields as given (before
+// defaults), leaving out the components (Queue, Scorer, Sinks). New runs
+// it too; a command calls it to refuse bad flags before it opens
+// anything.
+func (c Config) CheckSettings() error {
+	// durations whose zero is "default" and None is zero; range is the
+	// largest value allowed.
+	noneOK := func(field string, v, most time.Duration) error {
+		if v < 0 && v != None {
+			return bad(field, "must be 0 (default), None (-1) or positive, got %v", v)
+		}
+		if v > most {
+			return bad(field, "must be at most %v, got %v", most, v)
+		}
+		return nil
+	}
+	switch {
+	case c.Concurrency < 0:
+		return bad("Concurrency", "must be >= 1, got %d", c.Concurrency)
+	case c.MaxMessages < 0 || c.MaxMessages > queue.MaxBatch:
+		return bad("MaxMessages", "must be 1..10, got %d", c.MaxMessages)
+	case c.Visibility != 0 && (c.Visibility < time.Second || c.Visibility > queue.MaxVisibility):
+		return bad("Visibility", "must be 1s..12h, got %v", c.Visibility)
+	case c.Heartbeat < 0:
+		return bad("Heartbeat", "must be > 0, got %v", c.Heartbeat)
+	case c.MessageTimeout < 0 || c.MessageTimeout > queue.MaxVisibility:
+		return bad("MessageTimeout", "must be > 0 and at most 12h, got %v", c.MessageTimeout)
+	}
+	if err := noneOK("Wait", c.Wait, queue.MaxWait); err != nil {
+		return err
+	}
+	if err := noneOK("ShutdownTimeout", c.ShutdownTimeout, queue.MaxVisibility); err != nil {
+		return err
+	}
+	if err := noneOK("RetryBase", c.RetryBase, queue.MaxVisibility); err != nil {
+		return err
+	}
+	if err := noneOK("RetryMax", c.RetryMax, queue.MaxVisibility); err != nil {
+		return err
+	}
+	// Cross-field rules, on the values the defaults will give.
+	d := c.withDefaults()
+	if d.Heartbeat >= d.Visibility {
+		return bad("Heartbeat", "must be shorter than Visibility (%v), got %v", d.Visibility, d.Heartbeat)
+	}
+	return nil
+}
+
+// withDefaults fills the fields left zero and turns None into 0. It runs
+// after CheckSettings.
 func (c Config) withDefaults() Config {
 	def := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
+		switch *v {
+		case 0:
 			*v = d
+		case None:
+			*v = 0
 		}
 	}
 	if c.Policy == nil {
@@ -108,6 +203,7 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.Visibility, DefaultVisibility)
 	def(&c.Heartbeat, c.Visibility/3)
+	def(&c.MessageTimeout, min(DefaultMessageTimeoutFactor*c.Visibility, queue.MaxVisibility))
 	def(&c.Wait, DefaultWait)
 	def(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	def(&c.RetryBase, DefaultRetryBase)
@@ -121,36 +217,20 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// validate checks the whole configuration as given.
 func (c Config) validate() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
-	}
 	switch {
 	case c.Queue == nil:
-		return bad("Config.Queue is required")
+		return bad("Queue", "is required")
 	case c.Scorer == nil:
-		return bad("Config.Scorer is required")
+		return bad("Scorer", "is required")
 	case len(c.Sinks) == 0:
-		return bad("Config.Sinks needs at least one sink")
-	case c.Concurrency < 1:
-		return bad("Config.Concurrency must be >= 1, got %d", c.Concurrency)
-	case c.MaxMessages < 1 || c.MaxMessages > queue.MaxBatch:
-		return bad("Config.MaxMessages must be 1..10, got %d", c.MaxMessages)
-	case c.Visibility < time.Second || c.Visibility > queue.MaxVisibility:
-		return bad("Config.Visibility must be 1s..12h, got %v", c.Visibility)
-	case c.Heartbeat <= 0 || c.Heartbeat >= c.Visibility:
-		return bad("Config.Heartbeat must be > 0 and shorter than Visibility (%v), got %v", c.Visibility, c.Heartbeat)
-	case c.Wait < 0 || c.Wait > queue.MaxWait:
-		return bad("Config.Wait must be 0..20s, got %v", c.Wait)
-	case c.ShutdownTimeout < 0:
-		return bad("Config.ShutdownTimeout must be >= 0, got %v", c.ShutdownTimeout)
-	case c.RetryMax < 0 || c.RetryMax > queue.MaxVisibility:
-		return bad("Config.RetryMax must be 0..12h, got %v", c.RetryMax)
+		return bad("Sinks", "needs at least one sink")
 	}
 	for i, s := range c.Sinks {
 		if s == nil {
-			return bad("Config.Sinks[%d] is nil", i)
+			return bad(fmt.Sprintf("Sinks[%d]", i), "is nil")
 		}
 	}
-	return nil
+	return c.CheckSettings()
 }

@@ -71,6 +71,12 @@ func TestDecideMapsEveryOutcome(t *testing.T) {
 		{&decision.Error{Code: "busy", Retryable: true}, verbRelease, "retryable"},
 		{engine.ErrBusy, verbRelease, "retryable"},
 		{errors.New("engine exploded"), verbRelease, "failed"},
+		{errDeadline, verbRelease, "deadline"},
+		{engine.ErrClosed, verbRelease, "shutdown"},
+		// A decision the closing engine left unscored is released, not
+		// published as an error result.
+		{&decision.Error{Code: decision.CodeClosed, Retryable: true}, verbRelease, "shutdown"},
+		{engine.ErrorResult(&decision.Decision{ID: "d"}, engine.ErrClosed).Error, verbRelease, "shutdown"},
 	}
 	for _, c := range cases {
 		a := w.decide(c.err, 1, false)
@@ -95,14 +101,23 @@ func TestDecideMapsEveryOutcome(t *testing.T) {
 	}
 }
 
-func TestReceiveMaxFitsVisibility(t *testing.T) {
+// A fresh worker takes one message: it has no timing to tell what fits in
+// the visibility timeout, and it publishes nothing until its first batch is
+// scored. Timings then let it take more, as many as finish within half the
+// visibility timeout; a redelivered message makes it cautious again.
+func TestReceiveMaxStartsSmallAndFitsVisibility(t *testing.T) {
 	t.Parallel()
 	w := &Worker{cfg: Config{MaxMessages: 10, Visibility: 60 * time.Second}}
+	if n := w.receiveMax(); n != 1 {
+		t.Fatalf("before any measurement: %d, want 1", n)
+	}
+	w.observe(10*time.Millisecond, 1, false)
 	if n := w.receiveMax(); n != 10 {
-		t.Fatalf("before any measurement: %d, want 10", n)
+		t.Fatalf("after a quick message: %d, want 10", n)
 	}
 	// 4 messages took 40 s: 10 s each, so only 3 fit in half of 60 s.
-	w.observe(40*time.Second, 4)
+	w.perMsg = 0
+	w.observe(40*time.Second, 4, false)
 	if n := w.receiveMax(); n != 3 {
 		t.Fatalf("after slow batch: %d, want 3", n)
 	}
@@ -110,5 +125,19 @@ func TestReceiveMaxFitsVisibility(t *testing.T) {
 	w.perMsg = 10 * time.Minute
 	if n := w.receiveMax(); n != 1 {
 		t.Fatalf("very slow: %d, want 1", n)
+	}
+	// A redelivered message: one at a time until a receive without one.
+	w.perMsg = time.Millisecond
+	w.noteReceived([]queue.Message{{ReceiveCount: 1}, {ReceiveCount: 2}})
+	if n := w.receiveMax(); n != 1 {
+		t.Fatalf("after a redelivered message: %d, want 1", n)
+	}
+	w.observe(time.Millisecond, 1, true)
+	if n := w.receiveMax(); n != 1 {
+		t.Fatalf("still redelivered: %d, want 1", n)
+	}
+	w.observe(time.Millisecond, 1, false)
+	if n := w.receiveMax(); n != 10 {
+		t.Fatalf("after a fresh receive: %d, want 10", n)
 	}
 }

@@ -23,10 +23,22 @@
 // message that keeps failing reaches the dead-letter queue by the redrive
 // policy; a stopping worker releases at once.
 //
-// Stop is graceful: the worker stops receiving, lets in-flight batches
-// finish until Stop's context ends, then cancels them and releases their
-// messages with visibility 0. Cancelling Run's context calls Stop with
-// Config.ShutdownTimeout. Publishing is idempotent by request id + decision
+// Every received message has a deadline (Config.MessageTimeout, derived
+// from the visibility timeout): past it, the scorer and sink calls still
+// running are abandoned, even those that ignore cancellation, and the
+// message is released. A message whose receive count says it was held
+// before (a crashed worker, an expired visibility) is processed first and
+// alone; a fresh worker, and one that has just received such a message,
+// takes one message and runs one batch at a time until timings arrive, so
+// that a message that crashes the process takes few neighbours with it.
+//
+// Stop is graceful and bounded: the worker stops receiving, lets in-flight
+// batches finish until shortly before Stop's deadline, then cancels them
+// and releases their messages with visibility 0, returning by the
+// deadline. Cancelling Run's context calls Stop with
+// Config.ShutdownTimeout. Run returns nil after a requested stop and the
+// cause when the worker stopped by itself (its queue or its engine was
+// closed). Publishing is idempotent by request id + decision
 // id (see package sink), so a message released or redelivered after a crash
 // publishes the same records again.
 //

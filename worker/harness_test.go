@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,8 +36,9 @@ func TestMain(m *testing.M) {
 // fakeScorer stands in for the engine in tests of queue semantics (the
 // real engine needs a model; see e2e_llamacpp_test.go). Its scores are a
 // deterministic function of the decision. Questions steer it: "poison"
-// panics, "slow" sleeps SlowDelay (honouring ctx), "busy" answers
-// engine.ErrBusy.
+// panics, "crash" ends the process (only for the worker subprocess of
+// helper_test.go: it would end the test binary), "slow" sleeps SlowDelay
+// (honouring ctx), "busy" answers engine.ErrBusy.
 type fakeScorer struct {
 	SlowDelay time.Duration
 	CallDelay time.Duration
@@ -44,6 +46,7 @@ type fakeScorer struct {
 	mu    sync.Mutex
 	calls map[string]int // decision id → times scored
 	sizes []int          // decisions per Score call
+	order [][]string     // decision ids of each Score call, in call order
 }
 
 func (f *fakeScorer) Score(ctx context.Context, ds []decision.Decision) ([]decision.Result, error) {
@@ -55,6 +58,11 @@ func (f *fakeScorer) Score(ctx context.Context, ds []decision.Decision) ([]decis
 		f.calls[d.ID]++
 	}
 	f.sizes = append(f.sizes, len(ds))
+	ids := make([]string, len(ds))
+	for i := range ds {
+		ids[i] = ds[i].ID
+	}
+	f.order = append(f.order, ids)
 	f.mu.Unlock()
 	if f.CallDelay > 0 {
 		select {
@@ -69,6 +77,9 @@ func (f *fakeScorer) Score(ctx context.Context, ds []decision.Decision) ([]decis
 		switch {
 		case strings.Contains(d.Question, "poison"):
 			panic("fake scorer: poison decision " + d.ID)
+		case strings.Contains(d.Question, "crash"):
+			fmt.Fprintln(os.Stderr, "fake scorer: crashing on decision", d.ID)
+			os.Exit(3)
 		case strings.Contains(d.Question, "busy"):
 			return nil, engine.ErrBusy
 		case strings.Contains(d.Question, "slow"):
@@ -94,6 +105,12 @@ func (f *fakeScorer) callsOf(id string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls[id]
+}
+
+func (f *fakeScorer) callOrder() [][]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([][]string(nil), f.order...)
 }
 
 func (f *fakeScorer) callSizes() []int {
@@ -140,11 +157,15 @@ type bundle struct {
 	inFlight func(t testing.TB) int
 	depth    func(t testing.TB) int // visible + in flight
 	spec     helperSpec             // how a subprocess reaches the same queue and results
+	clock    *queuetest.Clock       // the local queue's clock, with bundleOpts.clock
 }
 
 type bundleOpts struct {
 	maxReceives int
 	visibility  time.Duration
+	// clock gives the local queue a queuetest.Clock (not for tests that
+	// share the queue with a subprocess: it keeps the real time).
+	clock bool
 }
 
 func setup(t testing.TB, kind string, o bundleOpts) *bundle {
@@ -157,7 +178,12 @@ func setup(t testing.TB, kind string, o bundleOpts) *bundle {
 	switch kind {
 	case "local":
 		dir := t.TempDir()
-		lq, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(dir, "queue.db"), MaxReceives: o.maxReceives, PollInterval: 20 * time.Millisecond})
+		lc := queue.LocalConfig{Path: filepath.Join(dir, "queue.db"), MaxReceives: o.maxReceives, PollInterval: 20 * time.Millisecond}
+		if o.clock {
+			b.clock = queuetest.NewClock()
+			lc.NowFunc = b.clock.Now
+		}
+		lq, err := queue.OpenLocal(lc)
 		require.NoError(t, err)
 		st, err := sink.OpenStore(filepath.Join(dir, "results.db"))
 		require.NoError(t, err)

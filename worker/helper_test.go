@@ -93,7 +93,7 @@ func helperMain(spec string) {
 	}
 	w, err := worker.New(worker.Config{
 		Queue: q, Scorer: &fakeScorer{SlowDelay: s.SlowDelay, CallDelay: s.CallDelay}, Sinks: []sink.Sink{snk},
-		Visibility: s.Visibility, Wait: time.Second, ShutdownTimeout: s.Shutdown, RetryBase: -1,
+		Visibility: s.Visibility, Wait: time.Second, ShutdownTimeout: s.Shutdown, RetryBase: worker.None,
 		Concurrency: s.Concurrency, MaxMessages: s.MaxMessages, Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {

@@ -41,6 +41,14 @@ func (e *publishError) Unwrap() error { return e.err }
 // errStopping: the worker is stopping hard; the message was not finished.
 var errStopping = errors.New("worker: stopping")
 
+// errDeadline: the message's deadline (Config.MessageTimeout) passed
+// before its work was done; what was still running was abandoned.
+var errDeadline = errors.New("worker: message deadline passed")
+
+// closedResult reports whether a per-decision error says the scorer was
+// closed before it scored the decision.
+func closedResult(e *decision.Error) bool { return e != nil && e.Code == decision.CodeClosed }
+
 // verb is what happens to a message.
 type verb int
 
@@ -71,8 +79,11 @@ func (w *Worker) decide(err error, receiveCount int, stopping bool) action {
 		return action{verb: verbDelete, reason: "done"}
 	case errors.As(err, &inv):
 		return action{verb: verbDelete, reason: "invalid"}
-	case stopping, errors.Is(err, errStopping), errors.Is(err, context.Canceled), errors.Is(err, engine.ErrClosed):
+	case stopping, errors.Is(err, errStopping), errors.Is(err, context.Canceled), errors.Is(err, engine.ErrClosed),
+		errors.As(err, &res) && closedResult(res):
 		return action{verb: verbRelease, reason: "shutdown"}
+	case errors.Is(err, errDeadline):
+		return action{verb: verbRelease, delay: w.backoff(receiveCount), reason: "deadline"}
 	case errors.As(err, &pan):
 		return action{verb: verbRelease, delay: w.backoff(receiveCount), reason: "panic"}
 	case errors.As(err, &pub):
@@ -89,11 +100,8 @@ func (w *Worker) decide(err error, receiveCount int, stopping bool) action {
 // backoff is the release delay after the n-th receive: RetryBase·2^(n−1),
 // at most RetryMax.
 func (w *Worker) backoff(n int) time.Duration {
-	if w.cfg.RetryBase < 0 {
-		return 0
-	}
 	d := w.cfg.RetryBase
-	for i := 1; i < n && d < w.cfg.RetryMax; i++ {
+	for i := 1; i < n && d > 0 && d < w.cfg.RetryMax; i++ {
 		d *= 2
 	}
 	return min(d, w.cfg.RetryMax)

@@ -60,6 +60,9 @@ func TestEndToEnd(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, kind, bundleOpts{})
+			// A fresh worker receives one message (the oldest) and measures
+			// it before it takes more.
+			b.send(t, envelope("r0", mkDecision("w", "warm-up state", "q0?")))
 			// r1 and r2 share a state: their three decisions are scored in one call.
 			b.send(t,
 				envelope("r1", mkDecision("a", "shared state", "q1?"), mkDecision("b", "shared state", "q2?")),
@@ -70,8 +73,8 @@ func TestEndToEnd(t *testing.T) {
 			)
 			fs := &fakeScorer{}
 			w := start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}})
-			got := b.waitResults(t, 6, 30*time.Second)
-			for _, key := range []string{"r1/a", "r1/b", "r2/c", "r3/d"} {
+			got := b.waitResults(t, 7, 30*time.Second)
+			for _, key := range []string{"r0/w", "r1/a", "r1/b", "r2/c", "r3/d"} {
 				require.Len(t, got[key], 1, key)
 				rec := decode(t, got[key][0])
 				require.Equal(t, decision.StatusDecided, rec.Status, key)
@@ -96,13 +99,15 @@ func TestEndToEnd(t *testing.T) {
 			require.Equal(t, "decisions[0].options", bad.Result.Error.Fields[0].Path)
 			// Everything was deleted.
 			eventually(t, 10*time.Second, func() bool { return b.inFlight(t) == 0 }, "messages still in flight")
-			// Decisions sharing a state across messages went in one call
-			// (when they arrived in one receive, as they do here).
+			// The warm-up message came alone; then decisions sharing a state
+			// across messages went in one call (when they arrived in one
+			// receive, as they do here).
+			require.Equal(t, 1, fs.callSizes()[0], "call sizes %v", fs.callSizes())
 			require.Contains(t, fs.callSizes(), 3, "call sizes %v", fs.callSizes())
 			// Metrics are served.
 			rec := httptest.NewRecorder()
 			w.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-			require.Contains(t, rec.Body.String(), `verdict_worker_decisions_total{status="decided"} 4`)
+			require.Contains(t, rec.Body.String(), `verdict_worker_decisions_total{status="decided"} 5`)
 			require.Contains(t, rec.Body.String(), "verdict_worker_messages_invalid_total 2")
 		})
 	}
@@ -119,7 +124,7 @@ func TestPoisonMessageReachesDLQ(t *testing.T) {
 			b.send(t, envelope("bad", mkDecision("p", "s1", "poison?")), envelope("good", mkDecision("g", "s2", "fine?")),
 				envelope("mate", mkDecision("m", "s1", "fine?")))
 			fs := &fakeScorer{}
-			start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}, RetryBase: -1, Visibility: 5 * time.Second})
+			start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}, RetryBase: worker.None, Visibility: 5 * time.Second})
 			eventually(t, 40*time.Second, func() bool { return b.dead(t) == 1 }, "the poison message did not reach the DLQ")
 			got := b.waitResults(t, 2, 10*time.Second)
 			require.Contains(t, got, "good/g")
@@ -141,11 +146,14 @@ func TestSlowDecisionNotRedelivered(t *testing.T) {
 			fs := &fakeScorer{SlowDelay: 5 * time.Second}
 			// Visibility 2 s: without the heartbeat the message would be
 			// received again (concurrency 2 leaves a free receiver).
-			start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}, Visibility: 2 * time.Second, Concurrency: 2})
+			w := start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}, Visibility: 2 * time.Second, Concurrency: 2})
 			got := b.waitResults(t, 1, 30*time.Second)
 			require.Len(t, got["slow/s"], 1)
-			eventually(t, 10*time.Second, func() bool { return b.inFlight(t) == 0 }, "message not deleted")
-			time.Sleep(2500 * time.Millisecond) // past the original visibility
+			eventually(t, 10*time.Second, func() bool { return b.depth(t) == 0 }, "message not deleted")
+			// A graceful stop finishes what the worker holds: had the
+			// message been delivered again while it was scored (past 2 s),
+			// that second copy would have been scored before Stop returns.
+			require.NoError(t, w.Stop(context.Background()))
 			require.Equal(t, 1, fs.callsOf("s"), "the slow decision was delivered again while being extended")
 		})
 	}
@@ -153,19 +161,27 @@ func TestSlowDecisionNotRedelivered(t *testing.T) {
 
 func TestBusyEngineReleasesWithBackoff(t *testing.T) {
 	t.Parallel()
-	b := setup(t, "local", bundleOpts{maxReceives: 10})
+	b := setup(t, "local", bundleOpts{maxReceives: 10, clock: true})
 	b.send(t, envelope("busy", mkDecision("x", "state", "busy?")))
 	fs := &fakeScorer{}
-	w := start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}, RetryBase: time.Hour})
-	eventually(t, 10*time.Second, func() bool { return fs.callsOf("x") == 1 }, "not scored")
-	// Released with a one-hour delay: not lost (still in the queue, hidden),
-	// not hot-looped.
-	time.Sleep(500 * time.Millisecond)
+	w := start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}, RetryBase: time.Hour, RetryMax: time.Hour})
+	eventually(t, 10*time.Second, func() bool {
+		return strings.Contains(metricsText(w), `verdict_worker_messages_released_total{reason="retryable"} 1`)
+	}, "not released")
+	require.NoError(t, w.Stop(context.Background()))
 	require.Equal(t, 1, fs.callsOf("x"))
+	// Released with a one-hour delay on the queue's clock: not lost (still
+	// in the queue, hidden), not hot-looped.
 	require.Equal(t, 1, b.inFlight(t))
-	rec := httptest.NewRecorder()
-	w.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	require.Contains(t, rec.Body.String(), `verdict_worker_messages_released_total{reason="retryable"} 1`)
+	b.clock.Advance(time.Hour - time.Second)
+	msgs, err := b.q.Receive(context.Background(), queue.ReceiveOptions{Max: 1})
+	require.NoError(t, err)
+	require.Empty(t, msgs, "visible before its one-hour delay")
+	b.clock.Advance(time.Second)
+	msgs, err = b.q.Receive(context.Background(), queue.ReceiveOptions{Max: 1})
+	require.NoError(t, err)
+	require.Len(t, msgs, 1, "back after its delay")
+	require.Equal(t, 2, msgs[0].ReceiveCount)
 }
 
 func TestSIGTERMReleasesUnfinished(t *testing.T) {
@@ -293,21 +309,87 @@ func TestConfigErrors(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "local", bundleOpts{})
 	base := worker.Config{Queue: b.q, Scorer: &fakeScorer{}, Sinks: []sink.Sink{b.sink}}
-	cases := map[string]func(c *worker.Config){
-		"Config.Queue":       func(c *worker.Config) { c.Queue = nil },
-		"Config.Scorer":      func(c *worker.Config) { c.Scorer = nil },
-		"Config.Sinks":       func(c *worker.Config) { c.Sinks = nil },
-		"Config.MaxMessages": func(c *worker.Config) { c.MaxMessages = 11 },
-		"Config.Visibility":  func(c *worker.Config) { c.Visibility = time.Millisecond },
-		"Config.Concurrency": func(c *worker.Config) { c.Concurrency = -1 },
-		"Config.Wait":        func(c *worker.Config) { c.Wait = time.Minute },
+	cases := []struct {
+		field  string // "" when the config is valid
+		mutate func(c *worker.Config)
+	}{
+		{"Config.Queue", func(c *worker.Config) { c.Queue = nil }},
+		{"Config.Scorer", func(c *worker.Config) { c.Scorer = nil }},
+		{"Config.Sinks", func(c *worker.Config) { c.Sinks = nil }},
+		{"Config.Sinks[0]", func(c *worker.Config) { c.Sinks = []sink.Sink{nil} }},
+		{"Config.MaxMessages", func(c *worker.Config) { c.MaxMessages = 11 }},
+		{"Config.MaxMessages", func(c *worker.Config) { c.MaxMessages = -1 }},
+		{"Config.Visibility", func(c *worker.Config) { c.Visibility = time.Millisecond }},
+		{"Config.Visibility", func(c *worker.Config) { c.Visibility = 13 * time.Hour }},
+		{"Config.Concurrency", func(c *worker.Config) { c.Concurrency = -1 }},
+		{"Config.Wait", func(c *worker.Config) { c.Wait = time.Minute }},
+		{"Config.Wait", func(c *worker.Config) { c.Wait = -time.Second }},
+		{"Config.ShutdownTimeout", func(c *worker.Config) { c.ShutdownTimeout = -2 }},
+		{"Config.RetryBase", func(c *worker.Config) { c.RetryBase = -time.Second }},
+		{"Config.RetryMax", func(c *worker.Config) { c.RetryMax = -time.Minute }},
+		{"Config.RetryMax", func(c *worker.Config) { c.RetryMax = 24 * time.Hour }},
+		{"Config.MessageTimeout", func(c *worker.Config) { c.MessageTimeout = -time.Second }},
+		{"Config.Heartbeat", func(c *worker.Config) { c.Heartbeat = -time.Second }},
+		{"Config.Heartbeat", func(c *worker.Config) { c.Visibility, c.Heartbeat = 10*time.Second, 10*time.Second }},
+		// Zero means the default, None means no time; both are valid.
+		{"", func(c *worker.Config) {}},
+		{"", func(c *worker.Config) {
+			c.Wait, c.ShutdownTimeout, c.RetryBase, c.RetryMax = worker.None, worker.None, worker.None, worker.None
+		}},
+		{"", func(c *worker.Config) { c.Visibility, c.MessageTimeout = time.Second, 12*time.Hour }},
 	}
-	for field, mutate := range cases {
+	for _, tc := range cases {
 		c := base
-		mutate(&c)
+		tc.mutate(&c)
 		_, err := worker.New(c)
-		require.ErrorIs(t, err, worker.ErrConfig, field)
-		require.ErrorContains(t, err, field)
+		if tc.field == "" {
+			require.NoError(t, err)
+			continue
+		}
+		require.ErrorIs(t, err, worker.ErrConfig, tc.field)
+		require.ErrorContains(t, err, tc.field+":")
+		var fe *worker.FieldError
+		require.ErrorAs(t, err, &fe)
+	}
+}
+
+// recordingQueue records the options of every Receive on its way to a
+// real queue.
+type recordingQueue struct {
+	queue.Queue
+	mu   sync.Mutex
+	opts []queue.ReceiveOptions
+}
+
+func (q *recordingQueue) Receive(ctx context.Context, o queue.ReceiveOptions) ([]queue.Message, error) {
+	q.mu.Lock()
+	q.opts = append(q.opts, o)
+	q.mu.Unlock()
+	return q.Queue.Receive(ctx, o)
+}
+
+func (q *recordingQueue) received() []queue.ReceiveOptions {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]queue.ReceiveOptions(nil), q.opts...)
+}
+
+// Wait None long-polls not at all; Wait 0 is the default 20 s.
+func TestConfigNoneMeansZero(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		wait, want time.Duration
+	}{{worker.None, 0}, {0, worker.DefaultWait}, {3 * time.Second, 3 * time.Second}} {
+		b := setup(t, "local", bundleOpts{})
+		rq := &recordingQueue{Queue: b.q}
+		w, err := worker.New(worker.Config{Queue: rq, Scorer: &fakeScorer{}, Sinks: []sink.Sink{b.sink}, Wait: tc.wait, Logger: quietLogger()})
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() { done <- w.Run(context.Background()) }()
+		eventually(t, 10*time.Second, func() bool { return len(rq.received()) > 0 }, "no receive")
+		require.NoError(t, w.Stop(context.Background()))
+		require.NoError(t, <-done)
+		require.Equal(t, tc.want, rq.received()[0].Wait, "Config.Wait %v", tc.wait)
 	}
 }
 

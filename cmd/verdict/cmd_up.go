@@ -70,7 +70,7 @@ func (f *upFlags) register() *flag.FlagSet {
 	fs.IntVar(&f.concurrency, "concurrency", worker.DefaultConcurrency, "worker: received batches processed at once")
 	fs.DurationVar(&f.visibility, "visibility", worker.DefaultVisibility, "worker: visibility timeout; work held by a killed process is retried after it")
 	fs.IntVar(&f.maxReceives, "max-receives", 5, "receives before a message goes to the dead-letter table")
-	fs.DurationVar(&f.shutdown, "shutdown-timeout", worker.DefaultShutdownTimeout, "on SIGTERM/SIGINT, time to finish in-flight work before releasing it to the queue")
+	fs.DurationVar(&f.shutdown, "shutdown-timeout", worker.DefaultShutdownTimeout, "on SIGTERM/SIGINT, time to finish in-flight work and release the rest to the queue; 0: release at once")
 	fs.StringVar(&f.synthShape, "synth-shape", "tiny", "without --model: shape of the synthetic model written to DATA/models (seed 1)")
 	fs.StringVar(&f.pools, "pools", "cpu", "worker pools, each with its own local queue, engine and worker: cpu, gpu, or cpu,gpu (the router sends decisions by its rules: route, priority interactive, prompt length; the cpu pool then runs with --gpu-layers 0)")
 	fs.IntVar(&f.gpuTokens, "gpu-token-threshold", router.DefaultGPUTokenThreshold, "with both pools: decisions with a longer estimated prompt go to the gpu pool (-1 = never by length)")

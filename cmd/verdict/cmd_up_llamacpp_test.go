@@ -222,6 +222,12 @@ func TestUpEndToEnd(t *testing.T) {
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, p.wait(t), "a clean exit on SIGTERM")
 	require.Contains(t, p.Logs(), "verdict up: stopped")
+	// Everything opened was closed: SQLite removes a file's -wal journal
+	// when its last connection closes.
+	for _, db := range []string{"queue.db", "requests.db", "results.db"} {
+		require.FileExists(t, filepath.Join(data, db))
+		require.NoFileExists(t, filepath.Join(data, db+"-wal"), "%s was not closed", db)
+	}
 	require.FileExists(t, filepath.Join(data, "models", "verdict-synth-tiny-seed1.gguf"), "a model was synthesized into --data")
 }
 

@@ -167,29 +167,32 @@ func (f *workerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.webhookURL, "webhook-url", "", "POST every result to this URL (requests may also name their own reply URLs)")
 	fs.StringVar(&f.webhookSecret, "webhook-secret", "", "HMAC-SHA256 key for webhook signatures (required for webhooks)")
 	fs.StringVar(&f.webhookHosts, "webhook-allow-hosts", "", "comma-separated hosts webhooks may go to (.example.com allows subdomains; default any)")
-	fs.BoolVar(&f.webhookPrivate, "webhook-allow-private", false, "allow webhooks to loopback, link-local and metadata addresses")
+	fs.BoolVar(&f.webhookPrivate, "webhook-allow-private", false, "allow webhooks to private networks (10/8, 172.16/12, 192.168/16, fc00::/7, 100.64/10), loopback and link-local; cloud metadata addresses stay refused")
 	fs.StringVar(&f.policyFile, "policy", "", "policy file (default: the permissive default policy); reloaded on SIGHUP")
 	fs.IntVar(&f.concurrency, "concurrency", worker.DefaultConcurrency, "received batches processed at once")
 	fs.IntVar(&f.maxMessages, "max-messages", queue.MaxBatch, "most messages per receive, 1..10")
 	fs.DurationVar(&f.visibility, "visibility", worker.DefaultVisibility, "visibility timeout; extended every third of it while a message is processed")
-	fs.DurationVar(&f.wait, "wait", worker.DefaultWait, "long-poll time of a receive, at most 20s")
-	fs.DurationVar(&f.shutdown, "shutdown-timeout", worker.DefaultShutdownTimeout, "on SIGTERM/SIGINT, time to finish in-flight work before releasing it")
-	fs.DurationVar(&f.retryBase, "retry-base", worker.DefaultRetryBase, "release delay after a failed first receive; doubles per receive")
-	fs.DurationVar(&f.retryMax, "retry-max", worker.DefaultRetryMax, "longest release delay")
+	fs.DurationVar(&f.wait, "wait", worker.DefaultWait, "long-poll time of a receive, at most 20s; 0: return at once")
+	fs.DurationVar(&f.shutdown, "shutdown-timeout", worker.DefaultShutdownTimeout, "on SIGTERM/SIGINT, time to finish in-flight work and release the rest; 0: release at once")
+	fs.DurationVar(&f.retryBase, "retry-base", worker.DefaultRetryBase, "release delay after a failed first receive; doubles per receive; 0: release at once")
+	fs.DurationVar(&f.retryMax, "retry-max", worker.DefaultRetryMax, "longest release delay; 0: release at once")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (default: off)")
 	fs.BoolVar(&f.logState, "log-state", false, "let debug logs include state text (off: logs never contain state text)")
 	fs.BoolVar(&f.publishTiming, "publish-timing", false, "include per-run timing in published results (then redeliveries differ in those bytes)")
 	f.sm.register(fs)
 }
 
-// resources collects what must be closed when the worker ends.
+// resources collects what must be closed when a command ends, closed in
+// the reverse order of add. The pointer receiver of close matters: `defer
+// res.close()` then closes what was added after the defer statement.
 type resources []func()
 
 func (r *resources) add(f func()) { *r = append(*r, f) }
-func (r resources) close() {
-	for i := len(r) - 1; i >= 0; i-- {
-		r[i]()
+func (r *resources) close() {
+	for i := len(*r) - 1; i >= 0; i-- {
+		(*r)[i]()
 	}
+	*r = nil
 }
 
 // build turns the flags into a worker configuration (without the scorer).
@@ -297,9 +300,10 @@ func (f *workerFlags) build(ctx context.Context, res *resources) (worker.Config,
 		return cfg, fmt.Errorf("flag --policy: %w", err)
 	}
 	cfg.Policy = h
-	cfg.Concurrency, cfg.MaxMessages = f.concurrency, f.maxMessages
-	cfg.Visibility, cfg.Wait, cfg.ShutdownTimeout = f.visibility, f.wait, f.shutdown
-	cfg.RetryBase, cfg.RetryMax = f.retryBase, f.retryMax
+	set := f.settings()
+	cfg.Concurrency, cfg.MaxMessages = set.Concurrency, set.MaxMessages
+	cfg.Visibility, cfg.Wait, cfg.ShutdownTimeout = set.Visibility, set.Wait, set.ShutdownTimeout
+	cfg.RetryBase, cfg.RetryMax = set.RetryBase, set.RetryMax
 	cfg.LogState, cfg.PublishTiming = f.logState, f.publishTiming
 	return cfg, nil
 }
@@ -444,21 +448,60 @@ func openWorkerEngine(ctx context.Context, wf *workerFlags, ef *engineFlags, set
 	return sc, stats, func() { eng.Close() }, nil
 }
 
-// checkWorkerFlags validates the numeric flags, naming the flag.
-func checkWorkerFlags(f *workerFlags) error {
-	switch {
-	case f.concurrency < 1:
-		return fmt.Errorf("flag --concurrency: must be >= 1, got %d", f.concurrency)
-	case f.maxMessages < 1 || f.maxMessages > queue.MaxBatch:
-		return fmt.Errorf("flag --max-messages: must be 1..10, got %d", f.maxMessages)
-	case f.visibility < time.Second || f.visibility > queue.MaxVisibility:
-		return fmt.Errorf("flag --visibility: must be 1s..12h, got %v", f.visibility)
-	case f.wait < 0 || f.wait > queue.MaxWait:
-		return fmt.Errorf("flag --wait: must be 0..20s, got %v", f.wait)
-	case f.shutdown < 0:
-		return fmt.Errorf("flag --shutdown-timeout: must be >= 0, got %v", f.shutdown)
-	case f.retryMax < 0:
-		return fmt.Errorf("flag --retry-max: must be >= 0, got %v", f.retryMax)
+// workerFlagNames maps the worker.Config fields that flags set to the
+// flags' names, for the errors of worker.Config.CheckSettings.
+var workerFlagNames = map[string]string{
+	"Concurrency": "concurrency", "MaxMessages": "max-messages", "Visibility": "visibility", "Wait": "wait",
+	"ShutdownTimeout": "shutdown-timeout", "RetryBase": "retry-base", "RetryMax": "retry-max",
+}
+
+// noneIfZero turns a duration flag's 0 into worker.None: a flag has its
+// default already, so its 0 means no time at all (no long poll, no
+// graceful wait, no release delay).
+func noneIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return worker.None
 	}
-	return nil
+	return d
+}
+
+// settings are the worker.Config fields the numeric flags set.
+func (f *workerFlags) settings() worker.Config {
+	return worker.Config{
+		Concurrency: f.concurrency, MaxMessages: f.maxMessages, Visibility: f.visibility,
+		Wait: noneIfZero(f.wait), ShutdownTimeout: noneIfZero(f.shutdown),
+		RetryBase: noneIfZero(f.retryBase), RetryMax: noneIfZero(f.retryMax),
+	}
+}
+
+// checkWorkerFlags validates the numeric flags, naming the flag. What a
+// flag's zero or sign cannot mean is refused here; the ranges are the
+// worker's own (worker.Config.CheckSettings).
+func checkWorkerFlags(f *workerFlags) error {
+	for name, v := range map[string]int{"concurrency": f.concurrency, "max-messages": f.maxMessages} {
+		if v < 1 {
+			return fmt.Errorf("flag --%s: must be >= 1, got %d", name, v)
+		}
+	}
+	for name, v := range map[string]time.Duration{"visibility": f.visibility, "wait": f.wait, "shutdown-timeout": f.shutdown,
+		"retry-base": f.retryBase, "retry-max": f.retryMax} {
+		if v < 0 {
+			return fmt.Errorf("flag --%s: must be >= 0 (0: none), got %v", name, v)
+		}
+	}
+	if f.visibility == 0 {
+		return fmt.Errorf("flag --visibility: must be 1s..12h, got %v", f.visibility)
+	}
+	return flagError(f.settings().CheckSettings())
+}
+
+// flagError names the flag of a worker.FieldError.
+func flagError(err error) error {
+	var fe *worker.FieldError
+	if errors.As(err, &fe) {
+		if name, ok := workerFlagNames[fe.Field]; ok {
+			return fmt.Errorf("flag --%s: %s", name, fe.Problem)
+		}
+	}
+	return err
 }

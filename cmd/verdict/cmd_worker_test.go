@@ -7,21 +7,30 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/verdict-dev/verdict/worker"
 )
 
 func TestWorkerFlagErrorsNameTheFlag(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	cases := map[string][]string{
-		"flag --queue":          {"--queue", "kafka"},
-		"flag --queue-url":      {"--queue", "sqs"},
-		"flag --concurrency":    {"--concurrency", "0"},
-		"flag --max-messages":   {"--max-messages", "11"},
-		"flag --visibility":     {"--visibility", "10ms"},
-		"flag --wait":           {"--wait", "30s"},
-		"flag --webhook-secret": {"--data", dir, "--webhook-url", "https://hooks.example.com/x"},
-		"flag --policy":         {"--data", dir, "--policy", filepath.Join(dir, "missing.yaml")},
-		"no result sink":        {"--queue", "sqs", "--queue-url", "http://127.0.0.1:1/q", "--region", "us-east-1"},
+		"flag --queue":                          {"--queue", "kafka"},
+		"flag --queue-url":                      {"--queue", "sqs"},
+		"flag --concurrency":                    {"--concurrency", "0"},
+		"flag --max-messages":                   {"--max-messages", "11"},
+		"flag --visibility":                     {"--visibility", "10ms"},
+		"flag --wait":                           {"--wait", "30s"},
+		"flag --wait: must be >= 0":             {"--wait", "-1s"},
+		"flag --shutdown-timeout: must be >= 0": {"--shutdown-timeout", "-5s"},
+		"flag --retry-base: must be >= 0":       {"--retry-base", "-1ns"},
+		"flag --retry-max: must be >= 0":        {"--retry-max", "-1m"},
+		"flag --retry-max: must be at most 12h": {"--retry-max", "13h"},
+		"flag --max-messages: must be >= 1":     {"--max-messages", "0"},
+		"flag --visibility: must be 1s..12h":    {"--visibility", "0s"},
+		"flag --webhook-secret":                 {"--data", dir, "--webhook-url", "https://hooks.example.com/x"},
+		"flag --policy":                         {"--data", dir, "--policy", filepath.Join(dir, "missing.yaml")},
+		"no result sink":                        {"--queue", "sqs", "--queue-url", "http://127.0.0.1:1/q", "--region", "us-east-1"},
 	}
 	sm := func(args ...string) []string {
 		return append([]string{"--data", dir, "--engine", "sagemaker", "--sagemaker-endpoint", "ep"}, args...)
@@ -90,4 +99,41 @@ func TestWorkerSageMakerLoadsNoModel(t *testing.T) {
 		t.Fatal("the worker did not stop")
 	}
 	require.FileExists(t, filepath.Join(dir, "queue.db"))
+	// Everything opened was closed: SQLite removes a file's -wal journal
+	// when its last connection closes.
+	require.NoFileExists(t, filepath.Join(dir, "queue.db-wal"), "the local queue was not closed")
+	require.NoFileExists(t, filepath.Join(dir, "results.db-wal"), "the results store was not closed")
+}
+
+// A duration flag's 0 means none (not the default): no long poll, no
+// graceful wait, no release delay. Unset flags keep their defaults.
+func TestWorkerFlagsZeroMeansNone(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		args []string
+		want worker.Config
+	}{
+		{nil, worker.Config{Wait: worker.DefaultWait, ShutdownTimeout: worker.DefaultShutdownTimeout,
+			RetryBase: worker.DefaultRetryBase, RetryMax: worker.DefaultRetryMax}},
+		{[]string{"--wait", "0"}, worker.Config{Wait: worker.None, ShutdownTimeout: worker.DefaultShutdownTimeout,
+			RetryBase: worker.DefaultRetryBase, RetryMax: worker.DefaultRetryMax}},
+		{[]string{"--shutdown-timeout", "0s", "--retry-base", "0", "--retry-max", "0"}, worker.Config{Wait: worker.DefaultWait,
+			ShutdownTimeout: worker.None, RetryBase: worker.None, RetryMax: worker.None}},
+		{[]string{"--wait", "3s", "--retry-max", "1m"}, worker.Config{Wait: 3 * time.Second, ShutdownTimeout: worker.DefaultShutdownTimeout,
+			RetryBase: worker.DefaultRetryBase, RetryMax: time.Minute}},
+	}
+	for _, tc := range cases {
+		dir := t.TempDir()
+		fs := newFlagSet("worker", "worker")
+		var wf workerFlags
+		wf.register(fs)
+		require.NoError(t, parseFlags(fs, append([]string{"--data", dir}, tc.args...)))
+		require.NoError(t, checkWorkerFlags(&wf), "%v", tc.args)
+		var res resources
+		cfg, err := wf.build(context.Background(), &res)
+		require.NoError(t, err)
+		res.close()
+		got := worker.Config{Wait: cfg.Wait, ShutdownTimeout: cfg.ShutdownTimeout, RetryBase: cfg.RetryBase, RetryMax: cfg.RetryMax}
+		require.Equal(t, tc.want, got, "%v", tc.args)
+	}
 }

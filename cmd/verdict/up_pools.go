@@ -77,7 +77,7 @@ func (f *upFlags) openPool(route decision.Route, both bool, store *sink.Store, h
 	}
 	w, err := worker.New(worker.Config{
 		Queue: q, Scorer: sc, Sinks: []sink.Sink{store}, Policy: holder,
-		Concurrency: f.concurrency, Visibility: f.visibility, Wait: 5 * time.Second, ShutdownTimeout: f.shutdown,
+		Concurrency: f.concurrency, Visibility: f.visibility, Wait: 5 * time.Second, ShutdownTimeout: noneIfZero(f.shutdown),
 		Logger:          slog.Default().With("pool", string(route)),
 		PrefixStatsFunc: func() (int64, int64) { s := eng.Stats(); return s.PrefixHits, s.PrefixMisses },
 	})

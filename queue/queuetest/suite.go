@@ -18,6 +18,18 @@ type Harness struct {
 	Queue queue.Queue
 	// DeadLettersFunc counts the messages in the dead-letter queue.
 	DeadLettersFunc func(ctx context.Context) (int, error)
+	// PassFunc lets d pass on the queue's clock: a queue with a settable
+	// clock advances it (see Clock); nil sleeps (a real SQS or moto).
+	PassFunc func(d time.Duration)
+}
+
+// pass lets d pass on the queue's clock.
+func (h Harness) pass(d time.Duration) {
+	if h.PassFunc != nil {
+		h.PassFunc(d)
+		return
+	}
+	time.Sleep(d)
 }
 
 // Factory makes a fresh, empty queue for one test. maxReceives > 0 asks
@@ -72,6 +84,7 @@ func RunSuite(t *testing.T, newQueue Factory) {
 		m := receiveOne(t, h.Queue, time.Second)
 		require.Equal(t, 1, m.ReceiveCount)
 		// Not deleted: it comes back after the visibility timeout.
+		h.pass(1200 * time.Millisecond)
 		m2 := receiveOne(t, h.Queue, 30*time.Second)
 		require.Equal(t, "once", string(m2.Body))
 		require.Equal(t, 2, m2.ReceiveCount)
@@ -135,15 +148,32 @@ func RunSuite(t *testing.T, newQueue Factory) {
 		send(t, h.Queue, "poison")
 		m := receiveOne(t, h.Queue, time.Second)
 		require.Equal(t, 1, m.ReceiveCount)
+		h.pass(1200 * time.Millisecond)
 		m = receiveOne(t, h.Queue, time.Second)
 		require.Equal(t, 2, m.ReceiveCount)
-		time.Sleep(1200 * time.Millisecond)
+		h.pass(1200 * time.Millisecond)
 		msgs, err := h.Queue.Receive(ctx, queue.ReceiveOptions{Max: 1, Wait: time.Second})
 		require.NoError(t, err)
 		require.Empty(t, msgs, "a message past maxReceiveCount was delivered")
 		n, err := h.DeadLettersFunc(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
+	})
+
+	t.Run("ReceiveOptionsOutOfRangeRefused", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		h := newQueue(t, 0, false)
+		send(t, h.Queue, "kept")
+		for _, o := range []queue.ReceiveOptions{
+			{Max: 11}, {Max: -1}, {Max: 1, Wait: 21 * time.Second}, {Max: 1, Wait: -time.Second},
+			{Max: 1, Visibility: 13 * time.Hour}, {Max: 1, Visibility: -time.Second},
+		} {
+			msgs, err := h.Queue.Receive(ctx, o)
+			require.ErrorIs(t, err, queue.ErrInvalid, "%+v", o)
+			require.Empty(t, msgs)
+		}
+		require.Equal(t, "kept", string(receiveOne(t, h.Queue, 30*time.Second).Body), "a refused receive took nothing")
 	})
 
 	t.Run("DedupID", func(t *testing.T) {
