@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/verdict-dev/verdict/auth"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/listen"
 	"github.com/verdict-dev/verdict/policy"
@@ -76,22 +75,12 @@ func (f *serveFlags) register() *flag.FlagSet {
 
 func runServe(ctx context.Context, args []string) error {
 	var f serveFlags
-	fs := f.register()
-	if err := parseFlags(fs, args); err != nil {
+	if err := startCommand(f.register(), args, &f.log); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (serve takes only flags)", fs.Arg(0))
-	}
-	if err := f.log.setup(); err != nil {
-		return err
-	}
-	keys, err := parseAPIKeys(f.apiKeys)
+	keys, err := listenerKeys(f.apiKeys, f.addr, &f.noAuth)
 	if err != nil {
 		return err
-	}
-	if err := auth.CheckBind(f.addr, len(keys) > 0, f.noAuth); err != nil {
-		return fmt.Errorf("flag --addr: %w, or pass --no-auth when a platform in front authenticates callers", err)
 	}
 	cfg := server.Config{
 		ModelName: f.modelName, Aliases: splitList(f.aliases), APIKeys: keys,
@@ -202,17 +191,6 @@ func runServe(ctx context.Context, args []string) error {
 		}
 	}
 	return runErr
-}
-
-// parseAPIKeys parses --api-keys (also VERDICT_API_KEYS, which the Lambda
-// front door reads too): comma-separated entries, each `key` or
-// `key=tenant`; see auth.ParseKeys.
-func parseAPIKeys(s string) (map[string]string, error) {
-	keys, err := auth.ParseKeys(s)
-	if err != nil {
-		return nil, fmt.Errorf("flag --api-keys: %w", err)
-	}
-	return keys, nil
 }
 
 // splitList splits a comma-separated flag value, dropping empty entries.

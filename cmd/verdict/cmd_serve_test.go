@@ -9,19 +9,33 @@ import (
 	"github.com/verdict-dev/verdict/auth"
 )
 
-func TestServeParseAPIKeys(t *testing.T) {
+// TestListenerKeys covers the one key-and-bind check of serve and up.
+func TestListenerKeys(t *testing.T) {
 	t.Parallel()
-	keys, err := parseAPIKeys(" k1 , k2=acme,c2VjcmV0==, dG9rZW4===beta ,,")
+	loop := "127.0.0.1:0"
+	keys, err := listenerKeys(" k1 , k2=acme,c2VjcmV0==, dG9rZW4===beta ,,", loop, nil)
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"k1": "", "k2": "acme", "c2VjcmV0==": "", "dG9rZW4==": "beta"}, keys)
 
-	_, err = parseAPIKeys("a,b,a=t")
+	_, err = listenerKeys("a,b,a=t", loop, nil)
 	require.ErrorContains(t, err, "flag --api-keys: entry 3: duplicate key")
-	_, err = parseAPIKeys("has space")
+	_, err = listenerKeys("has space", loop, nil)
 	require.ErrorContains(t, err, "entry 1")
-	keys, err = parseAPIKeys("")
+	keys, err = listenerKeys("", loop, nil)
 	require.NoError(t, err)
 	require.Empty(t, keys)
+
+	// Non-loopback: keys, or --no-auth where the command has it.
+	_, err = listenerKeys("", "0.0.0.0:8080", nil)
+	require.ErrorContains(t, err, "flag --addr")
+	require.NotContains(t, err.Error(), "--no-auth", "up has no --no-auth flag to suggest")
+	off, on := false, true
+	_, err = listenerKeys("", "0.0.0.0:8080", &off)
+	require.ErrorContains(t, err, "--no-auth")
+	_, err = listenerKeys("", "0.0.0.0:8080", &on)
+	require.NoError(t, err)
+	_, err = listenerKeys("k1", "0.0.0.0:8080", nil)
+	require.NoError(t, err)
 }
 
 func TestServeSplitList(t *testing.T) {

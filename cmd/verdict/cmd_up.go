@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,13 +12,13 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/verdict-dev/verdict/auth"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/lambda"
 	"github.com/verdict-dev/verdict/listen"
 	"github.com/verdict-dev/verdict/model"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/queue"
+	"github.com/verdict-dev/verdict/reqstatus"
 	"github.com/verdict-dev/verdict/router"
 	"github.com/verdict-dev/verdict/sink"
 	"github.com/verdict-dev/verdict/worker"
@@ -111,25 +109,12 @@ func (f *upFlags) check() error {
 
 func runUp(ctx context.Context, args []string) error {
 	var f upFlags
-	fs := f.register()
-	if err := parseFlags(fs, args); err != nil {
+	if err := startCommand(f.register(), args, &f.log, f.check); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (up takes only flags)", fs.Arg(0))
-	}
-	if err := f.log.setup(); err != nil {
-		return err
-	}
-	if err := f.check(); err != nil {
-		return err
-	}
-	keys, err := parseAPIKeys(f.apiKeys)
+	keys, err := listenerKeys(f.apiKeys, f.addr, nil)
 	if err != nil {
 		return err
-	}
-	if err := auth.CheckBind(f.addr, len(keys) > 0, false); err != nil {
-		return fmt.Errorf("flag --addr: %w", err)
 	}
 	if err := os.MkdirAll(f.data, 0o755); err != nil {
 		return fmt.Errorf("flag --data: %w", err)
@@ -143,7 +128,7 @@ func runUp(ctx context.Context, args []string) error {
 		return fmt.Errorf("flag --data: %w", err)
 	}
 	res.add(func() { _ = store.Close() })
-	reqs, err := openRequestLog(filepath.Join(f.data, "requests.db"))
+	reqs, err := reqstatus.OpenLog(filepath.Join(f.data, "requests.db"))
 	if err != nil {
 		return fmt.Errorf("flag --data: %w", err)
 	}
@@ -188,14 +173,14 @@ func runUp(ctx context.Context, args []string) error {
 		RetryAfter:       f.retryAfter,
 		ResultsLocation:  "/v1/requests/{request_id}",
 		DecisionLocation: "/v1/decisions/{decision_id}?request_id={request_id}",
-		RecordFunc:       reqs.record,
+		RecordFunc:       reqs.Record,
 		Logger:           slog.Default(),
 	})
 	if err != nil {
 		return err
 	}
-	api := &upAPI{front: front, store: store, reqs: reqs}
-	hs, err := listen.New(upRoutes(front, api, worker.PoolsHandler(workers), holder.Handler(), poolsStatus(pools)), listen.Config{Logger: slog.Default()})
+	api := reqstatus.NewAPI(front, store, reqs)
+	hs, err := listen.New(reqstatus.Routes(api, worker.PoolsHandler(workers), holder.Handler(), poolsStatus(pools)), listen.Config{Logger: slog.Default()})
 	if err != nil {
 		return err
 	}
@@ -252,322 +237,4 @@ func runUp(ctx context.Context, args []string) error {
 		}
 	}
 	return runErr
-}
-
-// requestLog remembers accepted requests (requests.db) so that their status
-// can be told while their results are not stored yet, across restarts.
-type requestLog struct{ db *sql.DB }
-
-const requestLogSchema = `
-CREATE TABLE IF NOT EXISTS requests (
-	request_id  TEXT    PRIMARY KEY,
-	tenant      TEXT    NOT NULL DEFAULT '',
-	model       TEXT    NOT NULL DEFAULT '',
-	accepted_at INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS request_decisions (
-	request_id  TEXT    NOT NULL,
-	decision_id TEXT    NOT NULL,
-	position    INTEGER NOT NULL,
-	route       TEXT    NOT NULL DEFAULT '',
-	PRIMARY KEY (request_id, decision_id)
-);
-CREATE INDEX IF NOT EXISTS request_decisions_decision ON request_decisions (decision_id);
-`
-
-func openRequestLog(path string) (*requestLog, error) {
-	db, err := queue.OpenSQLite(path)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := db.Exec(requestLogSchema); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("requests log %s: %w", path, err)
-	}
-	return &requestLog{db: db}, nil
-}
-
-func (l *requestLog) Close() error { return l.db.Close() }
-
-// record is the front door's RecordFunc: it runs once the request is
-// enqueued. A retried request (same Idempotency-Key) is recorded once.
-func (l *requestLog) record(ctx context.Context, c lambda.Caller, a *lambda.Accepted) error {
-	tx, err := l.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO requests (request_id, tenant, model, accepted_at) VALUES (?, ?, ?, ?)`,
-		a.RequestID, c.Tenant, a.Model, time.Now().UnixMilli()); err != nil {
-		return err
-	}
-	for i, d := range a.Decisions {
-		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO request_decisions (request_id, decision_id, position, route) VALUES (?, ?, ?, ?)`,
-			a.RequestID, d.ID, i, d.Route); err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
-}
-
-type loggedRequest struct {
-	tenant, model string
-	acceptedAt    time.Time
-	decisions     []string
-}
-
-// get returns a logged request, or found=false.
-func (l *requestLog) get(ctx context.Context, id string) (loggedRequest, bool, error) {
-	var r loggedRequest
-	var ms int64
-	err := l.db.QueryRowContext(ctx, `SELECT tenant, model, accepted_at FROM requests WHERE request_id = ?`, id).Scan(&r.tenant, &r.model, &ms)
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, false, nil
-	} else if err != nil {
-		return r, false, err
-	}
-	r.acceptedAt = time.UnixMilli(ms).UTC()
-	rows, err := l.db.QueryContext(ctx, `SELECT decision_id FROM request_decisions WHERE request_id = ? ORDER BY position`, id)
-	if err != nil {
-		return r, false, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var d string
-		if err := rows.Scan(&d); err != nil {
-			return r, false, err
-		}
-		r.decisions = append(r.decisions, d)
-	}
-	return r, true, rows.Err()
-}
-
-// requestsOf lists the requests holding a decision id, oldest first.
-func (l *requestLog) requestsOf(ctx context.Context, decisionID string) ([]string, error) {
-	rows, err := l.db.QueryContext(ctx, `SELECT d.request_id FROM request_decisions d JOIN requests r USING (request_id)
-		WHERE d.decision_id = ? ORDER BY r.accepted_at, d.request_id`, decisionID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
-}
-
-// upAPI serves the result lookups of `verdict up`.
-type upAPI struct {
-	front *lambda.Handler
-	store *sink.Store
-	reqs  *requestLog
-}
-
-// decisionStatus is one decision in a status answer.
-type decisionStatus struct {
-	RequestID string `json:"request_id"`
-	ID        string `json:"id"`
-	// Status is "queued" or "done".
-	Status string `json:"status"`
-	// Record is the published result record once done.
-	Record json.RawMessage `json:"record,omitempty"`
-}
-
-// requestStatus is the answer of GET /v1/requests/{id}.
-type requestStatus struct {
-	RequestID  string           `json:"request_id"`
-	Status     string           `json:"status"`
-	Model      string           `json:"model,omitempty"`
-	AcceptedAt *time.Time       `json:"accepted_at,omitempty"`
-	Done       int              `json:"done"`
-	Total      int              `json:"total"`
-	Decisions  []decisionStatus `json:"decisions"`
-}
-
-// caller authenticates a lookup like a submission; with API keys set, a
-// caller sees only its tenant's requests.
-func (a *upAPI) caller(rw http.ResponseWriter, r *http.Request) (lambda.Caller, bool) {
-	c, resp := a.front.Authenticate(&lambda.Request{Method: r.Method, Path: r.URL.Path, Header: r.Header})
-	if resp != nil {
-		resp.Write(rw)
-		return c, false
-	}
-	return c, true
-}
-
-func internalError(rw http.ResponseWriter, what string, err error) {
-	slog.Error("verdict up: "+what, "err", err)
-	lambda.ErrorResponse(lambda.ErrorBody{Code: decision.CodeInternal, Message: "internal error"}).Write(rw)
-}
-
-func notFound(rw http.ResponseWriter, msg string) {
-	lambda.ErrorResponse(lambda.ErrorBody{Code: decision.CodeNotFound, Message: msg}).Write(rw)
-}
-
-// status builds the status of one request, or found=false.
-func (a *upAPI) status(ctx context.Context, c lambda.Caller, id string) (requestStatus, bool, error) {
-	st := requestStatus{RequestID: id, Decisions: []decisionStatus{}}
-	logged, known, err := a.reqs.get(ctx, id)
-	if err != nil {
-		return st, false, err
-	}
-	stored, err := a.store.ByRequest(ctx, id)
-	if err != nil {
-		return st, false, err
-	}
-	if !known && len(stored) == 0 {
-		return st, false, nil
-	}
-	tenant := logged.tenant
-	if !known {
-		tenant = stored[0].Record.Tenant
-	}
-	if tenant != c.Tenant {
-		return st, false, nil // another tenant's request does not exist for this caller
-	}
-	byID := map[string]sink.Stored{}
-	for _, s := range stored {
-		byID[s.Record.DecisionID] = s
-	}
-	ids := logged.decisions
-	if !known {
-		for _, s := range stored {
-			ids = append(ids, s.Record.DecisionID)
-		}
-	}
-	st.Model = logged.model
-	if known {
-		t := logged.acceptedAt
-		st.AcceptedAt = &t
-	}
-	for _, d := range ids {
-		ds := decisionStatus{RequestID: id, ID: d, Status: "queued"}
-		if s, ok := byID[d]; ok {
-			ds.Status, ds.Record = "done", s.Body
-			st.Done++
-		}
-		st.Decisions = append(st.Decisions, ds)
-	}
-	st.Total = len(ids)
-	st.Status = "queued"
-	if st.Done == st.Total {
-		st.Status = "done"
-	}
-	return st, true, nil
-}
-
-// getRequest serves GET /v1/requests/{id}.
-func (a *upAPI) getRequest(rw http.ResponseWriter, r *http.Request) {
-	c, ok := a.caller(rw, r)
-	if !ok {
-		return
-	}
-	id := r.PathValue("id")
-	st, found, err := a.status(r.Context(), c, id)
-	switch {
-	case err != nil:
-		internalError(rw, "request status", err)
-	case !found:
-		notFound(rw, fmt.Sprintf("no request %q", id))
-	default:
-		lambda.JSONResponse(http.StatusOK, st).Write(rw)
-	}
-}
-
-// getDecision serves GET /v1/decisions/{id}: every decision with that id
-// (ids are the caller's and may repeat across requests), or one with
-// ?request_id=.
-func (a *upAPI) getDecision(rw http.ResponseWriter, r *http.Request) {
-	c, ok := a.caller(rw, r)
-	if !ok {
-		return
-	}
-	id := r.PathValue("id")
-	reqIDs := []string{r.URL.Query().Get("request_id")}
-	if reqIDs[0] == "" {
-		var err error
-		if reqIDs, err = a.reqs.requestsOf(r.Context(), id); err != nil {
-			internalError(rw, "decision status", err)
-			return
-		}
-		stored, err := a.store.ByDecision(r.Context(), id)
-		if err != nil {
-			internalError(rw, "decision status", err)
-			return
-		}
-		seen := map[string]bool{}
-		for _, rid := range reqIDs {
-			seen[rid] = true
-		}
-		for _, s := range stored {
-			if !seen[s.Record.RequestID] {
-				seen[s.Record.RequestID] = true
-				reqIDs = append(reqIDs, s.Record.RequestID)
-			}
-		}
-	}
-	out := struct {
-		ID        string           `json:"id"`
-		Decisions []decisionStatus `json:"decisions"`
-	}{ID: id, Decisions: []decisionStatus{}}
-	for _, rid := range reqIDs {
-		st, found, err := a.status(r.Context(), c, rid)
-		if err != nil {
-			internalError(rw, "decision status", err)
-			return
-		}
-		if !found {
-			continue
-		}
-		for _, d := range st.Decisions {
-			if d.ID == id {
-				out.Decisions = append(out.Decisions, d)
-			}
-		}
-	}
-	if len(out.Decisions) == 0 {
-		notFound(rw, fmt.Sprintf("no decision %q", id))
-		return
-	}
-	lambda.JSONResponse(http.StatusOK, out).Write(rw)
-}
-
-// upRoutes is the HTTP surface of `verdict up`. Every route but the health
-// check (auth.Open) authenticates its caller through the front door, by the
-// rules of package auth, and answers a refusal in the front door's shape.
-func upRoutes(front *lambda.Handler, api *upAPI, metrics, policyAdmin, status http.Handler) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("POST "+lambda.PathDecisions, front)
-	mux.Handle("POST "+lambda.PathSystemOneAsync, front)
-	mux.HandleFunc("GET /v1/requests/{id}", api.getRequest)
-	mux.HandleFunc("GET /v1/decisions/{id}", api.getDecision)
-	mux.Handle("GET /metrics", guarded(front, metrics))
-	mux.Handle("GET /v1/status", guarded(front, status))
-	mux.Handle("/admin/policy", guarded(front, policyAdmin))
-	mux.Handle("GET /healthz", guarded(front, http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
-		lambda.JSONResponse(http.StatusOK, map[string]string{"status": "ok"}).Write(rw)
-	})))
-	mux.Handle("/", front) // 404 and 405 answers in the front door's shape
-	return mux
-}
-
-// guarded serves next to the callers the front door accepts, and to anyone
-// on the routes auth.Open names; others get the front door's 401.
-func guarded(front *lambda.Handler, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if auth.Open(r.URL.Path) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if _, resp := front.Authenticate(&lambda.Request{Method: r.Method, Path: r.URL.Path, Header: r.Header}); resp != nil {
-			resp.Write(w)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
 
+	"github.com/verdict-dev/verdict/reqstatus"
 	"github.com/verdict-dev/verdict/sink"
 )
 
@@ -190,7 +191,7 @@ func TestUpEndToEnd(t *testing.T) {
 	status, _, _ = httpDo(t, "GET", p.url+"/v1/requests/req_unknown", "", nil)
 	require.Equal(t, http.StatusNotFound, status)
 
-	var st requestStatus
+	var st reqstatus.Request
 	require.Eventually(t, func() bool {
 		status, _, body := httpDo(t, "GET", p.url+"/v1/requests/"+s1.RequestID, "", nil)
 		require.Equal(t, http.StatusOK, status, string(body))
@@ -276,7 +277,7 @@ func TestUpRestartSafety(t *testing.T) {
 		require.Eventually(t, func() bool {
 			status, _, body := httpDo(t, "GET", p2.url+"/v1/requests/"+id, "", nil)
 			require.Equal(t, http.StatusOK, status, string(body))
-			var st requestStatus
+			var st reqstatus.Request
 			require.NoError(t, json.Unmarshal(body, &st))
 			return st.Status == "done" && st.Done == 2
 		}, 90*time.Second, 100*time.Millisecond, "request %s", id)

@@ -320,13 +320,7 @@ func runWorker(ctx context.Context, args []string) error {
 	wf.register(fs)
 	ef.register(fs)
 	lf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := lf.setup(); err != nil {
-		return err
-	}
-	if err := checkWorkerFlags(&wf); err != nil {
+	if err := startCommand(fs, args, &lf, func() error { return checkWorkerFlags(&wf) }); err != nil {
 		return err
 	}
 	set := map[string]bool{}

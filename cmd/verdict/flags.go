@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+
+	"github.com/verdict-dev/verdict/auth"
 )
 
 // helpOut receives usage text; `verdict help --markdown` captures it.
@@ -110,4 +112,45 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		args = rest[1:]
 	}
 	return pos, parseFlags(fs, nil)
+}
+
+// startCommand is the one preamble of the long-running commands (serve,
+// up, worker): parse the flags (then their VERDICT_* variables), refuse
+// positional arguments, set up logging, then run the command's checks in
+// order. Every error names its flag or variable.
+func startCommand(fs *flag.FlagSet, args []string, lf *logFlags, checks ...func() error) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (%s takes only flags)", fs.Arg(0), fs.Name())
+	}
+	if err := lf.setup(); err != nil {
+		return err
+	}
+	for _, check := range checks {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listenerKeys reads --api-keys and checks that addr may be served with
+// them (package auth's bind rule): the key check of every command that
+// opens a listener for callers. noAuth is nil where the command has no
+// --no-auth flag.
+func listenerKeys(apiKeys, addr string, noAuth *bool) (map[string]string, error) {
+	keys, err := auth.ParseKeys(apiKeys)
+	if err != nil {
+		return nil, fmt.Errorf("flag --api-keys: %w", err)
+	}
+	open := noAuth != nil && *noAuth
+	if err := auth.CheckBind(addr, len(keys) > 0, open); err != nil {
+		if noAuth != nil {
+			return nil, fmt.Errorf("flag --addr: %w, or pass --no-auth when a platform in front authenticates callers", err)
+		}
+		return nil, fmt.Errorf("flag --addr: %w", err)
+	}
+	return keys, nil
 }

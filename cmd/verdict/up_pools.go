@@ -14,6 +14,7 @@ import (
 	"github.com/verdict-dev/verdict/lambda"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/queue"
+	"github.com/verdict-dev/verdict/reqstatus"
 	"github.com/verdict-dev/verdict/sink"
 	"github.com/verdict-dev/verdict/worker"
 )
@@ -106,7 +107,7 @@ func poolsStatus(pools []*upPool) http.Handler {
 		for _, p := range pools {
 			st, err := p.q.Stats(ctx)
 			if err != nil {
-				internalError(rw, "queue stats", err)
+				reqstatus.InternalError(rw, "queue stats", err)
 				return
 			}
 			id := p.eng.Identity()
