@@ -14,6 +14,7 @@ LLAMA_DIR="${LLAMA_DIR:-$DATA/llama.cpp}"
 out="$DATA/gpu-bundle"
 rm -rf "$out" && mkdir -p "$out"
 make --no-print-directory dist DIST="$out/dist" CPU_TARGET=x86-64-v3 >/dev/null
+tar -czf "$out/dist.tar.gz" -C "$out" dist && rm -rf "$out/dist"
 cache="$LLAMA_DIR/cache"
 tgz="$(ls "$cache"/node-llama-cpp-*.tgz 2>/dev/null | head -1 || true)"
 if [ -z "$tgz" ]; then

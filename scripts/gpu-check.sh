@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check, for a machine with an NVIDIA GPU, nvcc and CMake but no Go
 # and no network. It receives what `make gpu-bundle` prepared here
-# (.verdict/gpu-bundle: the verdict binary of the images, built with
+# (.verdict/gpu-bundle: the verdict binary of the images (dist.tar.gz), built with
 # loadable ggml backends, and the pinned llama.cpp source as a git bundle),
 # builds the pinned llama.cpp with the CUDA backend there for the GPU it
 # finds, puts those libraries beside the binary, and then:
@@ -13,7 +13,8 @@
 #      on the CPU and prints both tables; every result names its backend.
 #
 #   scripts/gpu-check.sh                 # on the GPU machine, from the repository root
-#   GPU_CHECK_CPU_ONLY=1 scripts/gpu-check.sh   # here: the same steps without CUDA (a dry run of the script)
+#   GPU_CHECK_CPU_ONLY=1 GPU_CHECK_SHAPE=tiny GPU_CHECK_CASES=2 scripts/gpu-check.sh
+#                                        # here: the same steps without CUDA (a dry run of the script)
 #
 # Sized for under 8 minutes on a 16-core machine (the CUDA build for one
 # architecture is most of it). Exit status 0 only when every check passes.
@@ -28,7 +29,7 @@ t0=$(date +%s)
 say() { echo "== gpu-check [$(($(date +%s) - t0)) s]: $*"; }
 die() { echo "gpu-check: FAIL: $*" >&2; exit 1; }
 
-[ -x "$BUNDLE/dist/bin/verdict" ] || die "$BUNDLE/dist/bin/verdict is missing: run make gpu-bundle where Go is"
+[ -f "$BUNDLE/dist.tar.gz" ] || die "$BUNDLE/dist.tar.gz is missing: run make gpu-bundle where Go is"
 [ -f "$BUNDLE/llama.cpp.bundle" ] || die "$BUNDLE/llama.cpp.bundle is missing: run make gpu-bundle"
 command -v cmake >/dev/null || die "cmake is required"
 command -v git >/dev/null || die "git is required (to unpack the source bundle)"
@@ -45,15 +46,18 @@ fi
 say "unpacking the pinned llama.cpp source (checked against the pin's tree hash)"
 rm -rf "$WORK/src-clone"
 git -c advice.detachedHead=false clone -q "$BUNDLE/llama.cpp.bundle" "$WORK/src-clone"
-say "building llama.cpp (LINK=dynamic${CPU_ONLY:+, CPU only}${CPU_ONLY:-, GPU=cuda CUDA_ARCHS=$arch}) with $JOBS jobs"
+what="GPU=cuda CUDA_ARCHS=${arch:-}"
+[ -n "$CPU_ONLY" ] && what="CPU only"
+say "building llama.cpp (LINK=dynamic, $what) with $JOBS jobs"
 gpu_env=()
 [ -z "$CPU_ONLY" ] && gpu_env=(GPU=cuda "CUDA_ARCHS=$arch")
-prefix="$(env LLAMA_SRC="$WORK/src-clone" LLAMA_DIR="$WORK/llama.cpp" LINK=dynamic CPU_TARGET=x86-64-v3 JOBS="$JOBS" \
+prefix="$(env LLAMA_SRC="$WORK/src-clone" LLAMA_DIR="${GPU_CHECK_LLAMA_DIR:-$WORK/llama.cpp}" LINK=dynamic CPU_TARGET=x86-64-v3 JOBS="$JOBS" \
 	"${gpu_env[@]}" scripts/llama.cpp/build.sh)" || die "the llama.cpp build failed"
 dist="$WORK/dist"
-rm -rf "$dist" && mkdir -p "$dist/lib"
-cp -a "$BUNDLE/dist/bin" "$dist/"
-cp -a "$prefix"/lib/*.so* "$dist/lib/"
+rm -rf "$dist" && tar -xzf "$BUNDLE/dist.tar.gz" -C "$WORK"
+# This machine's build of the same pinned source replaces the libraries
+# built where the binary was: the same ABI, plus the CUDA module.
+rm -f "$dist"/lib/*.so* && cp -a "$prefix"/lib/*.so* "$dist/lib/"
 V="$dist/bin/verdict"
 say "built; libraries: $(cd "$dist/lib" && ls ./*.so | tr '\n' ' ')"
 
@@ -63,11 +67,12 @@ if [ -z "$CPU_ONLY" ]; then
 	grep -q "(gpu)" "$WORK/version.txt" || die "verdict found no GPU device: the CUDA backend did not load"
 fi
 
-model="$WORK/small.gguf"
-"$V" model synth --shape small --seed 1 -o "$model" >/dev/null
+shape="${GPU_CHECK_SHAPE:-small}"
+model="$WORK/$shape.gguf"
+"$V" model synth --shape "$shape" --seed 1 -o "$model" >/dev/null
 decisions="$WORK/decisions.jsonl"
 cat examples/decisions.jsonl >"$decisions"
-head -n 24 "${JEVBENCH:-../shared/data/jevbench-240/cases.jsonl}" >>"$decisions" 2>/dev/null || true
+head -n "${GPU_CHECK_CASES:-24}" "${JEVBENCH:-../shared/data/jevbench-240/cases.jsonl}" >>"$decisions" 2>/dev/null || true
 
 say "scoring $(wc -l <"$decisions") lines on the GPU (--gpu-layers -1) and on the CPU (--gpu-layers 0)"
 "$V" batch --log-level warn --model "$model" --gpu-layers -1 "$decisions" -o "$WORK/gpu.jsonl"
@@ -102,7 +107,7 @@ PY
 
 for layers in -1 0; do
 	say "verdict bench --gpu-layers $layers"
-	"$V" bench --log-level warn --workloads w0,w1 --states 1 --questions 6 --gpu-layers "$layers" \
+	"$V" bench --log-level warn --workloads w0,w1 --states 1 --questions "${GPU_CHECK_QUESTIONS:-6}" --prefill-threads "${GPU_CHECK_THREADS:-$JOBS}" --gpu-layers "$layers" \
 		--model "$model" --prefill-model "$model" --out "$WORK/bench$layers.json"
 done
 say "ok: every check passed (work files in $WORK)"
