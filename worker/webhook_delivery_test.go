@@ -50,7 +50,7 @@ func (c *counter) get() int { c.mu.Lock(); defer c.mu.Unlock(); return c.n }
 // reply URL answers 400 (permanent). The message must be kept for another
 // try (it was deleted when one permanent failure made the joined error
 // permanent).
-func TestRegressionTransientWebhookMaskedByPermanentReply(t *testing.T) {
+func TestTransientWebhookFailureIsNotMaskedByPermanentReply(t *testing.T) {
 	var op, reply counter
 	opSrv := httptest.NewServer(op.handler(http.StatusServiceUnavailable))
 	defer opSrv.Close()
@@ -73,7 +73,7 @@ func TestRegressionTransientWebhookMaskedByPermanentReply(t *testing.T) {
 // With --webhook-url set, the Webhook is both a sink and Config.Webhook, so
 // every record with a reply URL is POSTed twice to each target per
 // processing.
-func TestRegressionWebhookPostsTwice(t *testing.T) {
+func TestWebhookPostsOncePerTargetWhenAlsoASink(t *testing.T) {
 	var op, reply counter
 	opSrv := httptest.NewServer(op.handler(http.StatusOK))
 	defer opSrv.Close()
