@@ -266,3 +266,24 @@ func checkRun(p *problems, where, args string, targets map[string]bool, steps st
 		p.add("%s: RUN %q is neither a make target nor a scripts/image script", where, args)
 	}
 }
+
+// TestDockerIgnore: the build context leaves out local builds, data and
+// packages (a stale bin/ or .verdict/ would bloat every image build and
+// could ship a model or results by accident).
+func TestDockerIgnore(t *testing.T) {
+	b, err := os.ReadFile("../.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			have[strings.TrimSuffix(l, "/")] = true
+		}
+	}
+	for _, want := range []string{".git", ".verdict", "bin", "dist", "conformance/js/node_modules", "*.gguf"} {
+		if !have[want] {
+			t.Errorf(".dockerignore does not leave out %s", want)
+		}
+	}
+}
