@@ -26,32 +26,13 @@ import (
 	"github.com/verdict-dev/verdict/sink"
 )
 
-// TestUpLookups exercises the result lookups over a real local queue,
+// TestLookups exercises the result lookups over a real local queue,
 // results store and request log (no engine: the record is published to the
 // store as a worker would).
 func TestLookups(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	q, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(dir, "queue.db"), Name: "cpu"})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = q.Close() })
-	store, err := sink.OpenStore(filepath.Join(dir, "results.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = store.Close() })
-	reqs, err := OpenLog(filepath.Join(dir, "requests.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = reqs.Close() })
-	front, err := lambda.New(lambda.Config{
-		Queues:     map[decision.Route]queue.Sender{decision.RouteCPU: q},
-		APIKeys:    map[string]string{"key-acme-123": "acme", "key-globex-123": "globex"},
-		RecordFunc: reqs.Record,
-	})
-	require.NoError(t, err)
-	api := NewAPI(front, store, reqs)
-	mux := http.NewServeMux()
-	mux.Handle("POST /v1/decisions", front)
-	mux.HandleFunc("GET /v1/requests/{id}", api.getRequest)
-	mux.HandleFunc("GET /v1/decisions/{id}", api.getDecision)
+	rig := newUpRig(t, map[string]string{"key-acme-123": "acme", "key-globex-123": "globex"})
+	store, mux := rig.store, rig.mux
 
 	do := func(method, path, key, body string) (int, string) {
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
@@ -119,6 +100,7 @@ func TestLookups(t *testing.T) {
 type upRig struct {
 	mux   *http.ServeMux
 	q     *queue.Local
+	store *sink.Store
 	front *lambda.Handler
 }
 
@@ -143,7 +125,7 @@ func newUpRig(t *testing.T, keys map[string]string) *upRig {
 	require.NoError(t, err)
 	// The worker's metrics handler needs a worker; this stands in for it.
 	fakeMetrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("# metrics\n")) })
-	return &upRig{mux: Routes(NewAPI(front, store, reqs), fakeMetrics, holder.Handler(), fakeMetrics), q: q, front: front}
+	return &upRig{mux: Routes(NewAPI(front, store, reqs), fakeMetrics, holder.Handler(), fakeMetrics), q: q, store: store, front: front}
 }
 
 func (r *upRig) do(method, path string, hdr ...string) *httptest.ResponseRecorder {

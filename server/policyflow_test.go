@@ -1,31 +1,16 @@
 package server_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/engine/enginetest"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/server"
 	"github.com/verdict-dev/verdict/tune"
 )
-
-// fakeRawEngine stands in for llama.cpp behind package tune: raw logits
-// (temperature 1), the first option ahead by 2.
-type fakeRawEngine struct{}
-
-func (fakeRawEngine) Score(_ context.Context, ds []decision.Decision) ([]decision.Result, error) {
-	rs := make([]decision.Result, len(ds))
-	for i, d := range ds {
-		lg := make([]float64, len(d.Options))
-		lg[0] = 2
-		rs[i] = decision.Result{ID: d.ID, OptionIDs: d.OptionIDs(), OptionLogits: lg, Temperature: 1}
-	}
-	return rs, nil
-}
 
 // TestServeKeepsTheTemperatureFlagUnderAPolicy: `serve --temperature 4
 // --policy` with a policy whose top-level temperature is 1 (as the example
@@ -35,7 +20,7 @@ func TestServeKeepsTheTemperatureFlagUnderAPolicy(t *testing.T) {
 	t.Parallel()
 	p, err := policy.Parse([]byte("temperature: 1.0\nkinds: {default: {min_probability: 0.5}}\n"))
 	require.NoError(t, err)
-	b := setup(t, server.Config{Scorer: tune.New(fakeRawEngine{}, tune.Config{Temperature: 4}), Policy: policy.HolderOf(p)})
+	b := setup(t, server.Config{Scorer: tune.New(enginetest.FakeRawEngine{}, tune.Config{Temperature: 4}), Policy: policy.HolderOf(p)})
 	body := `{"id":"t4","state":"s","question":"q?","options":[{"id":"yes","description":"Yes."},{"id":"no","description":"No."}]}`
 	r := do(t, "POST", b.url+"/invocations", []byte(body))
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)

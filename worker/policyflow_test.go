@@ -1,32 +1,18 @@
 package worker_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/engine/enginetest"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/sink"
 	"github.com/verdict-dev/verdict/tune"
 	"github.com/verdict-dev/verdict/worker"
 )
-
-// fakeRawEngine stands in for llama.cpp behind package tune: raw logits
-// (temperature 1), the first option ahead by 2.
-type fakeRawEngine struct{}
-
-func (fakeRawEngine) Score(_ context.Context, ds []decision.Decision) ([]decision.Result, error) {
-	rs := make([]decision.Result, len(ds))
-	for i, d := range ds {
-		lg := make([]float64, len(d.Options))
-		lg[0] = 2
-		rs[i] = decision.Result{ID: d.ID, OptionIDs: d.OptionIDs(), OptionLogits: lg, Temperature: 1}
-	}
-	return rs, nil
-}
 
 // TestWorkerKeepsTheTemperatureFlagUnderAPolicy: `worker --temperature 4
 // --policy` with a policy whose top-level temperature is 1 (as the example
@@ -44,7 +30,7 @@ kinds:
 	require.NoError(t, err)
 	b := setup(t, "local", bundleOpts{})
 	b.send(t, envelope("r1", mkDecision("a", "some state", "q?"), mkDecision("b", "some state", "canned?")))
-	start(t, worker.Config{Queue: b.q, Scorer: tune.New(fakeRawEngine{}, tune.Config{Temperature: 4}),
+	start(t, worker.Config{Queue: b.q, Scorer: tune.New(enginetest.FakeRawEngine{}, tune.Config{Temperature: 4}),
 		Sinks: []sink.Sink{b.sink}, Policy: policy.HolderOf(p)})
 	got := b.waitResults(t, 2, 30*time.Second)
 

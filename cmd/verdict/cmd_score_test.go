@@ -14,27 +14,10 @@ import (
 	"github.com/verdict-dev/verdict/batch"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
+	"github.com/verdict-dev/verdict/engine/enginetest"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/tune"
 )
-
-// fakeRawEngine stands in for llama.cpp behind package tune (the real
-// engine is in the llamacpp-tagged tests): raw logits at temperature 1, the
-// first option ahead by 2; with err set, every call fails with it.
-type fakeRawEngine struct{ err error }
-
-func (f fakeRawEngine) Score(_ context.Context, ds []decision.Decision) ([]decision.Result, error) {
-	if f.err != nil {
-		return nil, f.err
-	}
-	rs := make([]decision.Result, len(ds))
-	for i, d := range ds {
-		lg := make([]float64, len(d.Options))
-		lg[0] = 2
-		rs[i] = decision.Result{ID: d.ID, OptionIDs: d.OptionIDs(), OptionLogits: lg, Temperature: 1}
-	}
-	return rs, nil
-}
 
 const twoOptionLine = `{"id":"%s","state":"s","question":"q?","options":[{"id":"yes","description":"Yes."},{"id":"no","description":"No."}]}`
 
@@ -68,7 +51,7 @@ func TestOfflineKeepsTheTemperatureFlagUnderAPolicy(t *testing.T) {
 	t.Parallel()
 	pol, err := policy.Parse([]byte("temperature: 1.0\nkinds: {default: {min_probability: 0.5}}\n"))
 	require.NoError(t, err)
-	sc := tune.New(fakeRawEngine{}, tune.Config{Temperature: 4})
+	sc := tune.New(enginetest.FakeRawEngine{}, tune.Config{Temperature: 4})
 	check := func(t *testing.T, rs []decision.Result) {
 		require.Len(t, rs, 1)
 		r := rs[0]
@@ -113,7 +96,7 @@ func TestScoreEndsOnAFailedScoringCall(t *testing.T) {
 		pol  *policy.Policy
 	}{{"no policy", nil}, {"policy", pol}} {
 		t.Run(c.name, func(t *testing.T) {
-			sc := tune.New(fakeRawEngine{err: engine.ErrClosed}, tune.Config{})
+			sc := tune.New(enginetest.FakeRawEngine{Err: engine.ErrClosed}, tune.Config{})
 			var out bytes.Buffer
 			_, err := scoreStream(context.Background(), sc, c.pol, decision.Limits{}, strings.NewReader(lines("a", "b")), &out, 1<<20)
 			require.ErrorIs(t, err, engine.ErrClosed)
