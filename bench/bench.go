@@ -205,7 +205,7 @@ func runPrefill(ctx context.Context, cfg Config, rep *Report) error {
 		if err != nil {
 			return err
 		}
-		d, err := fixedPrompt(e.Model(), 300)
+		d, err := fixedPrompt(e, 300)
 		if err != nil {
 			e.Close()
 			return err
@@ -426,7 +426,7 @@ func minimalTokens(e *llamacpp.Engine, groups [][]decision.Decision) (n int64, a
 // runIndependent runs W3: decisions with no shared state, one at a time
 // versus Concurrency callers at once.
 func runIndependent(ctx context.Context, cfg Config, rep *Report, fresh *llamacpp.Engine, threads int) error {
-	ds, err := independent(fresh.Model(), cfg.Independent, cfg.IndependentTokens)
+	ds, err := independent(fresh, cfg.Independent, cfg.IndependentTokens)
 	if err != nil {
 		return err
 	}
@@ -503,7 +503,7 @@ workaround problem help need please time day week month year after before becaus
 is it that for on with as was be by this are or from at an not have has but which what when who`)
 
 // text returns deterministic pseudo-English of about n tokens of m.
-func text(m *llamacpp.Model, rng *rand.Rand, n int) (string, error) {
+func text(m *llamacpp.Engine, rng *rand.Rand, n int) (string, error) {
 	var b strings.Builder
 	for {
 		for i := 0; i < 16; i++ {
@@ -511,11 +511,11 @@ func text(m *llamacpp.Model, rng *rand.Rand, n int) (string, error) {
 			b.WriteByte(' ')
 		}
 		b.WriteString(". ")
-		toks, err := m.Tokenize(b.String(), false, false)
+		count, err := m.TokenCount(b.String())
 		if err != nil {
 			return "", err
 		}
-		if len(toks) >= n {
+		if count >= n {
 			return strings.TrimSpace(b.String()), nil
 		}
 	}
@@ -525,11 +525,10 @@ func text(m *llamacpp.Model, rng *rand.Rand, n int) (string, error) {
 // Questions questions whose suffix (question, options, cue) is about
 // SuffixTokens tokens, measured with the engine's own tokenization.
 func shape777(e *llamacpp.Engine, cfg Config) ([][]decision.Decision, error) {
-	m := e.Model()
 	rng := rand.New(rand.NewPCG(777, 777))
 	var groups [][]decision.Decision
 	for s := 0; s < cfg.States; s++ {
-		st, err := text(m, rng, cfg.StateTokens)
+		st, err := text(e, rng, cfg.StateTokens)
 		if err != nil {
 			return nil, err
 		}
@@ -561,7 +560,7 @@ func shape777(e *llamacpp.Engine, cfg Config) ([][]decision.Decision, error) {
 
 // independent builds W3: n decisions with distinct states of about
 // tokens tokens.
-func independent(m *llamacpp.Model, n, tokens int) ([]decision.Decision, error) {
+func independent(m *llamacpp.Engine, n, tokens int) ([]decision.Decision, error) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	var out []decision.Decision
 	for i := 0; i < n; i++ {
@@ -580,7 +579,7 @@ func independent(m *llamacpp.Model, n, tokens int) ([]decision.Decision, error) 
 }
 
 // fixedPrompt builds one decision whose prompt is about n tokens.
-func fixedPrompt(m *llamacpp.Model, n int) (decision.Decision, error) {
+func fixedPrompt(m *llamacpp.Engine, n int) (decision.Decision, error) {
 	rng := rand.New(rand.NewPCG(300, 300))
 	st, err := text(m, rng, n-110)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
+	"github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
 	"github.com/verdict-dev/verdict/model"
 )
 
@@ -24,11 +25,11 @@ import (
 // goroutine (the decode loop). Score is safe for concurrent use.
 type Engine struct {
 	opts     Options
-	model    *Model
-	lctx     *Context
+	model    *llama.Model
+	lctx     *llama.Context
 	identity decision.ModelIdentity
 	family   engine.ChatFamily
-	bos      []Token
+	bos      []llama.Token
 	// recurrent: the model keeps a recurrent state per sequence (a hybrid
 	// such as qwen35, or a pure recurrent model). Such a state exists only
 	// at a sequence's last position: a cached prefix can be reused only
@@ -52,7 +53,7 @@ type Engine struct {
 	}
 
 	// Owned by the decode loop.
-	batch *Batch
+	batch *llama.Batch
 	cache []*cacheEntry
 	round int64
 	free  []int // free branch sequence ids
@@ -62,7 +63,7 @@ type Engine struct {
 // at positions [0, len(tokens)).
 type cacheEntry struct {
 	seq    int
-	tokens []Token
+	tokens []llama.Token
 	used   int64 // round that last used it
 	pinned bool  // in use by the current sub-round
 }
@@ -78,10 +79,10 @@ type job struct {
 type item struct {
 	d        *decision.Decision
 	prompt   engine.Prompt
-	head     []Token   // BOS + template + instructions + state
-	tail     []Token   // question, options, cue, assistant turn
-	labels   [][]Token // answer-slot tokens per option
-	multi    bool      // some label needs more than one token
+	head     []llama.Token   // BOS + template + instructions + state
+	tail     []llama.Token   // question, options, cue, assistant turn
+	labels   [][]llama.Token // answer-slot tokens per option
+	multi    bool            // some label needs more than one token
 	err      error
 	tokenize time.Duration
 	queued   time.Duration
@@ -112,7 +113,7 @@ func New(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	build := Info()
-	m, err := LoadModel(opts.ModelPath, ModelParams{GPULayers: opts.GPULayers, UseMmap: !opts.NoMmap})
+	m, err := llama.LoadModel(opts.ModelPath, llama.ModelParams{GPULayers: opts.GPULayers, UseMmap: !opts.NoMmap})
 	if err != nil {
 		return nil, err
 	}
@@ -141,13 +142,13 @@ func New(opts Options) (*Engine, error) {
 			}
 		}
 	}
-	lctx, err := NewContext(m, ContextParams{NCtx: opts.ContextSize, NBatch: opts.BatchSize, NUBatch: opts.UBatchSize,
+	lctx, err := llama.NewContext(m, llama.ContextParams{NCtx: opts.ContextSize, NBatch: opts.BatchSize, NUBatch: opts.UBatchSize,
 		NSeqMax: opts.MaxSequences, Threads: opts.Threads, KVUnified: true, FlashAttention: fa(opts.FlashAttention)})
 	if err != nil {
 		m.Free()
 		return nil, err
 	}
-	batch, err := NewBatch(lctx.NBatch(), 1)
+	batch, err := llama.NewBatch(lctx.NBatch(), 1)
 	if err != nil {
 		lctx.Free()
 		m.Free()
@@ -192,13 +193,13 @@ func New(opts Options) (*Engine, error) {
 // and returns the bytes llama.cpp holds for that sequence: for recurrent
 // layers, the whole per-sequence state (its size does not grow with
 // tokens).
-func measureSeqState(m *Model, opts Options) (int, error) {
-	c, err := NewContext(m, ContextParams{NCtx: 256, NBatch: 64, NUBatch: 64, NSeqMax: 1, Threads: opts.Threads, KVUnified: true, FlashAttention: fa(opts.FlashAttention)})
+func measureSeqState(m *llama.Model, opts Options) (int, error) {
+	c, err := llama.NewContext(m, llama.ContextParams{NCtx: 256, NBatch: 64, NUBatch: 64, NSeqMax: 1, Threads: opts.Threads, KVUnified: true, FlashAttention: fa(opts.FlashAttention)})
 	if err != nil {
 		return 0, fmt.Errorf("llamacpp: measure sequence state: %w", err)
 	}
 	defer c.Free()
-	b, err := NewBatch(1, 1)
+	b, err := llama.NewBatch(1, 1)
 	if err != nil {
 		return 0, err
 	}
@@ -258,8 +259,17 @@ func (e *Engine) specialsOK(specials []string) bool {
 // Identity names the loaded model.
 func (e *Engine) Identity() decision.ModelIdentity { return e.identity }
 
-// Model gives tests and tools access to the loaded model's vocabulary.
-func (e *Engine) Model() *Model { return e.model }
+// TokenCount is the number of tokens text takes in the loaded model's
+// vocabulary (no BOS, control-token text left as text).
+func (e *Engine) TokenCount(text string) (int, error) {
+	e.life.RLock()
+	defer e.life.RUnlock()
+	if e.closed.Load() {
+		return 0, engine.ErrClosed
+	}
+	toks, err := e.model.Tokenize(text, false, false)
+	return len(toks), err
+}
 
 // Family is the chat family prompts are wrapped in.
 func (e *Engine) Family() engine.ChatFamily { return e.family }
@@ -312,7 +322,7 @@ func (e *Engine) Score(ctx context.Context, ds []decision.Decision) ([]decision.
 		return nil, engine.ErrBusy
 	}
 	items := make([]*item, len(ds))
-	heads := map[string][]Token{}
+	heads := map[string][]llama.Token{}
 	for i := range ds {
 		items[i] = e.prepare(&ds[i], heads)
 	}
@@ -340,7 +350,7 @@ func (e *Engine) Score(ctx context.Context, ds []decision.Decision) ([]decision.
 // prepare renders and tokenizes one decision and finds its answer slots.
 // Problems are recorded in the item, never returned: one bad decision does
 // not fail the others.
-func (e *Engine) prepare(d *decision.Decision, heads map[string][]Token) *item {
+func (e *Engine) prepare(d *decision.Decision, heads map[string][]llama.Token) *item {
 	it := &item{d: d}
 	t0 := time.Now()
 	defer func() { it.tokenize = time.Since(t0) }()
@@ -358,7 +368,7 @@ func (e *Engine) prepare(d *decision.Decision, heads map[string][]Token) *item {
 	key := string(d.State.Canonical())
 	head, ok := heads[key]
 	if !ok {
-		head = append([]Token(nil), e.bos...)
+		head = append([]llama.Token(nil), e.bos...)
 		for _, s := range segs[:split] {
 			toks, err := e.model.Tokenize(s.Text, false, s.Special)
 			if err != nil {
@@ -370,7 +380,7 @@ func (e *Engine) prepare(d *decision.Decision, heads map[string][]Token) *item {
 		heads[key] = head
 	}
 	it.head = head
-	var last []Token
+	var last []llama.Token
 	var lastText string
 	for _, s := range segs[split:] {
 		toks, err := e.model.Tokenize(s.Text, false, s.Special)
@@ -404,14 +414,14 @@ func (e *Engine) prepare(d *decision.Decision, heads map[string][]Token) *item {
 // The preferred form (bare for chat turns, " A" after "Answer:") is tried
 // first, then the other. Single-token slots are verified by round trip:
 // the token's text, less leading spaces, must be the label.
-func (e *Engine) slots(p engine.Prompt, last []Token, lastText string) ([][]Token, error) {
+func (e *Engine) slots(p engine.Prompt, last []llama.Token, lastText string) ([][]llama.Token, error) {
 	forms := []string{" ", ""}
 	if p.BareLabel {
 		forms = []string{"", " "}
 	}
 	var lastErr error
 	for _, sp := range forms {
-		out := make([][]Token, len(p.Labels))
+		out := make([][]llama.Token, len(p.Labels))
 		ok := true
 		for i, l := range p.Labels {
 			toks, err := e.model.Tokenize(lastText+sp+l, false, false)
@@ -438,7 +448,7 @@ func (e *Engine) slots(p engine.Prompt, last []Token, lastText string) ([][]Toke
 	return nil, lastErr
 }
 
-func equalTokens(a, b []Token) bool {
+func equalTokens(a, b []llama.Token) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -554,7 +564,7 @@ func (e *Engine) runRound(round []*job) {
 	e.round++
 	now := time.Now()
 	type group struct {
-		head  []Token
+		head  []llama.Token
 		items []*item
 	}
 	var groups []*group
@@ -592,7 +602,7 @@ func (e *Engine) runRound(round []*job) {
 		}
 		sub := groups[start:end]
 		start = end
-		heads := make([][]Token, len(sub))
+		heads := make([][]llama.Token, len(sub))
 		members := make([][]*item, len(sub))
 		for i, g := range sub {
 			heads[i], members[i] = g.head, g.items
@@ -609,7 +619,7 @@ func (e *Engine) runRound(round []*job) {
 				for i := range sub {
 					for _, it := range members[i] {
 						e.resetKV() // alone on an empty cache: what fits alone is scored
-						if err := e.subRound([][]Token{it.head}, [][]*item{{it}}); err != nil {
+						if err := e.subRound([][]llama.Token{it.head}, [][]*item{{it}}); err != nil {
 							it.err = mapDecodeErr(err)
 						}
 					}
@@ -628,8 +638,8 @@ func (e *Engine) runRound(round []*job) {
 }
 
 func mapDecodeErr(err error) error {
-	if errors.Is(err, ErrNoKVSlot) {
-		return fmt.Errorf("%w: %v", engine.ErrContextFull, err)
+	if errors.Is(err, llama.ErrNoKVSlot) {
+		return fmt.Errorf("%w: %w", engine.ErrContextFull, err)
 	}
 	return err
 }
@@ -653,7 +663,7 @@ func (e *Engine) resetKV() {
 	e.batch.Clear()
 }
 
-func tokenKey(ts []Token) string {
+func tokenKey(ts []llama.Token) string {
 	var b strings.Builder
 	b.Grow(len(ts) * 4)
 	for _, t := range ts {
@@ -668,7 +678,7 @@ func tokenKey(ts []Token) string {
 // subRound prefills each head once (reusing cached prefixes), then decodes
 // every member's tail in a branch copied from its head, packing branches
 // of all groups into shared batches.
-func (e *Engine) subRound(heads [][]Token, members [][]*item) error {
+func (e *Engine) subRound(heads [][]llama.Token, members [][]*item) error {
 	start := time.Now()
 	for _, c := range e.cache {
 		c.pinned = false
@@ -898,7 +908,7 @@ func (e *Engine) readRoot(it *item, row []float32) {
 // by the free sequences and the batch size.
 func (e *Engine) expandLabels(it *item) error {
 	type node struct {
-		path []Token
+		path []llama.Token
 		idx  int
 		seq  int
 	}
@@ -1032,7 +1042,7 @@ func (e *Engine) release(seq int) {
 // entry; a miss takes a free or least recently used slot. An entry taken
 // in this sub-round may still have tokens waiting in the batch: copying
 // from it would copy cells that do not exist yet, so flush runs first.
-func (e *Engine) acquire(head []Token, flush func() error) (seq, reuse int, err error) {
+func (e *Engine) acquire(head []llama.Token, flush func() error) (seq, reuse int, err error) {
 	var best *cacheEntry
 	bestN := 0
 	for _, c := range e.cache {
@@ -1170,7 +1180,7 @@ func (e *Engine) trimCache(keep *cacheEntry) {
 	}
 }
 
-func commonPrefix(a, b []Token) int {
+func commonPrefix(a, b []llama.Token) int {
 	n := min(len(a), len(b))
 	for i := 0; i < n; i++ {
 		if a[i] != b[i] {
@@ -1188,7 +1198,7 @@ func (e *Engine) PromptTokens(d decision.Decision) (prefix, suffix int, err erro
 	if e.closed.Load() {
 		return 0, 0, engine.ErrClosed
 	}
-	it := e.prepare(&d, map[string][]Token{})
+	it := e.prepare(&d, map[string][]llama.Token{})
 	if it.err != nil {
 		return 0, 0, it.err
 	}
