@@ -415,7 +415,7 @@ func TestPrefixCacheEvictionAndPartialReuse(t *testing.T) {
 	for _, s := range states {
 		score1(t, e, routing("x", s))
 	}
-	require.LessOrEqual(t, len(e.cache), 2)
+	require.LessOrEqual(t, len(e.cache.entries), 2)
 	// JSON states sharing a leading part reuse the common token prefix.
 	a := routing("a", "x")
 	a.State = decision.State{JSON: json.RawMessage(`{"customer":"acme","plan":"pro","text":"reset my password"}`)}

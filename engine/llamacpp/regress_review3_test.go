@@ -33,7 +33,7 @@ func TestRegressionFallbackNotOnCleanCache(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		score1(t, e, routing(fmt.Sprint("o", i), fmt.Sprintf("Other state number %d with some words in it.", i)))
 	}
-	t.Logf("cache entries %d", len(e.cache))
+	t.Logf("cache entries %d", len(e.cache.entries))
 	rs, err := e.Score(context.Background(), []decision.Decision{big})
 	require.NoError(t, err)
 	require.Nil(t, rs[0].Error, "%+v", rs[0].Error)
