@@ -25,6 +25,24 @@ func fanOut(prefix, state string, n int) []decision.Decision {
 	return ds
 }
 
+// stopAtDecode runs stop in the decode loop just before its nth decode
+// call (which still runs) and counts the decode calls after that one.
+func stopAtDecode(e *Engine, n int64, stop func()) *atomic.Int64 {
+	var calls, after atomic.Int64
+	var stopped atomic.Bool
+	e.beforeDecodeFunc = func() {
+		if stopped.Load() {
+			after.Add(1)
+			return
+		}
+		if calls.Add(1) == n {
+			stop()
+			stopped.Store(true)
+		}
+	}
+	return &after
+}
+
 // idle waits until the decode loop has finished every round (it releases
 // admission after a round).
 func idle(t *testing.T, e *Engine) {
@@ -39,18 +57,7 @@ func TestCancelledWorkStopsWithinOneDecode(t *testing.T) {
 	t.Parallel()
 	e := newEngine(t, Options{BranchBatchTokens: 16})
 	ctx, cancel := context.WithCancel(context.Background())
-	var calls, after atomic.Int64
-	var cancelled atomic.Bool
-	e.beforeDecodeFunc = func() {
-		if cancelled.Load() {
-			after.Add(1)
-			return
-		}
-		if calls.Add(1) == 3 {
-			cancel() // this decode call still runs
-			cancelled.Store(true)
-		}
-	}
+	after := stopAtDecode(e, 3, cancel)
 	_, err := e.Score(ctx, fanOut("c", "A customer reports that invoices are duplicated.", 12))
 	require.ErrorIs(t, err, context.Canceled)
 	idle(t, e)
@@ -71,18 +78,7 @@ func TestCancelledPrefillIsCutToWhatWasDecoded(t *testing.T) {
 	e := newEngine(t, Options{BatchSize: 32, UBatchSize: 32, BranchBatchTokens: 32, MaxSequences: 16})
 	state := strings.Repeat("The export failed again overnight and the file was empty. ", 8)
 	ctx, cancel := context.WithCancel(context.Background())
-	var calls, after atomic.Int64
-	var cancelled atomic.Bool
-	e.beforeDecodeFunc = func() {
-		if cancelled.Load() {
-			after.Add(1)
-			return
-		}
-		if calls.Add(1) == 2 {
-			cancel()
-			cancelled.Store(true)
-		}
-	}
+	after := stopAtDecode(e, 2, cancel)
 	d := routing("p", state)
 	p, _, err := e.PromptTokens(d)
 	require.NoError(t, err)
@@ -107,23 +103,14 @@ func TestCloseStopsInFlightWorkWithinOneDecode(t *testing.T) {
 	t.Parallel()
 	e, err := New(Options{ModelPath: tinyPath, BranchBatchTokens: 16})
 	require.NoError(t, err)
-	var calls, after atomic.Int64
-	var closing atomic.Bool
 	closed := make(chan struct{})
-	e.beforeDecodeFunc = func() {
-		if closing.Load() {
-			after.Add(1)
-			return
-		}
-		if calls.Add(1) == 3 {
-			go func() {
-				_ = e.Close()
-				close(closed)
-			}()
-			<-e.quit // Close has begun; this decode call still runs
-			closing.Store(true)
-		}
-	}
+	after := stopAtDecode(e, 3, func() {
+		go func() {
+			_ = e.Close()
+			close(closed)
+		}()
+		<-e.quit // Close has begun
+	})
 	rs, err := e.Score(context.Background(), fanOut("c", "The nightly export fails with an empty file.", 12))
 	require.NoError(t, err)
 	<-closed

@@ -162,6 +162,14 @@ func reference(t *testing.T, e *Engine, d decision.Decision) []float64 {
 		require.NoError(t, err)
 		return append([]float32(nil), row...)
 	}
+	return labelScores(it, root, run)
+}
+
+// labelScores is what the engine reads for it, computed step by step: the
+// logit of each single-token slot in root (the row after the prompt), or
+// each multi-token label's summed log-probability, rowAfter(prefix) giving
+// the row after the prompt and that label prefix.
+func labelScores(it *item, root []float32, rowAfter func(prefix []llama.Token) []float32) []float64 {
 	out := make([]float64, len(it.labels))
 	for i, l := range it.labels {
 		if !it.multi {
@@ -170,7 +178,7 @@ func reference(t *testing.T, e *Engine, d decision.Decision) []float64 {
 		}
 		out[i] = float64(root[l[0]]) - logSumExp(root)
 		for k := 1; k < len(l); k++ {
-			row := run(l[:k])
+			row := rowAfter(l[:k])
 			out[i] += float64(row[l[k]]) - logSumExp(row)
 		}
 	}

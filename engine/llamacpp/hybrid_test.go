@@ -67,20 +67,7 @@ func hybridReference(t *testing.T, e *Engine, d decision.Decision) []float64 {
 		require.NoError(t, err)
 		return append([]float32(nil), row...)
 	}
-	root := rowAfter(nil)
-	out := make([]float64, len(it.labels))
-	for i, l := range it.labels {
-		if !it.multi {
-			out[i] = float64(root[l[0]])
-			continue
-		}
-		out[i] = float64(root[l[0]]) - logSumExp(root)
-		for k := 1; k < len(l); k++ {
-			row := rowAfter(l[:k])
-			out[i] += float64(row[l[k]]) - logSumExp(row)
-		}
-	}
-	return out
+	return labelScores(it, rowAfter(nil), rowAfter)
 }
 
 func TestHybridModelIsRecognised(t *testing.T) {

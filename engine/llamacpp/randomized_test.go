@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,37 +16,46 @@ import (
 	"github.com/verdict-dev/verdict/decision"
 )
 
-// Random mixes of shared, extending and unrelated states under small cache
-// slots, token budgets, branch budgets and sequence counts: every result
-// equals its independent single-sequence computation.
-func TestRandomizedSchedulesMatchReference(t *testing.T) {
+// smallSchedules are engine configurations with few cache slots, small
+// token and branch budgets and few sequences: many evictions, partial
+// reuses, flushes and retries.
+var smallSchedules = []Options{
+	{PrefixCacheSlots: 2, PrefixCacheTokens: 150, BranchBatchTokens: 64, MaxSequences: 8},
+	{PrefixCacheSlots: 3, PrefixCacheTokens: 0, BranchBatchTokens: 200, MaxSequences: 16},
+	{PrefixCacheSlots: 1, BranchBatchTokens: 37, MaxSequences: 4},
+}
+
+// randomDecisions draws n decisions about states that share, extend or
+// differ from each other, some with many (multi-token) options.
+func randomDecisions(rng *rand.Rand, id string, n int) []decision.Decision {
 	base := []string{"abc", "abc\n\nmore text here", "abc\n\nmore text here and even more", "zzz other", "abc\n\nmore", "q"}
-	cfgs := []Options{
-		{PrefixCacheSlots: 2, PrefixCacheTokens: 150, BranchBatchTokens: 64, MaxSequences: 8},
-		{PrefixCacheSlots: 3, PrefixCacheTokens: 0, BranchBatchTokens: 200, MaxSequences: 16},
-		{PrefixCacheSlots: 1, BranchBatchTokens: 37, MaxSequences: 4},
-		{ContextSize: 512, BranchBatchTokens: 256},
-		{NoPrefixCache: true, BranchBatchTokens: 50},
+	var ds []decision.Decision
+	for i := 0; i < n; i++ {
+		s := base[rng.Intn(len(base))]
+		if rng.Intn(3) == 0 {
+			s += strings.Repeat(" x", rng.Intn(5))
+		}
+		d := routing(fmt.Sprint(id, "-", i), s)
+		d.Question = fmt.Sprintf("Q%d %s?", rng.Intn(5), strings.Repeat("why ", rng.Intn(4)))
+		if rng.Intn(4) == 0 {
+			d = withOptions(d, 27+rng.Intn(4))
+			d.Question = "Pick"
+		}
+		ds = append(ds, d)
 	}
+	return ds
+}
+
+// Random mixes of shared, extending and unrelated states under small
+// schedules: every result equals its independent single-sequence
+// computation.
+func TestRandomizedSchedulesMatchReference(t *testing.T) {
+	cfgs := append(slices.Clone(smallSchedules), Options{ContextSize: 512, BranchBatchTokens: 256}, Options{NoPrefixCache: true, BranchBatchTokens: 50})
 	for ci, o := range cfgs {
 		e := newEngine(t, o)
 		rng := rand.New(rand.NewSource(int64(ci)))
 		for round := 0; round < 25; round++ {
-			var ds []decision.Decision
-			n := 1 + rng.Intn(8)
-			for i := 0; i < n; i++ {
-				s := base[rng.Intn(len(base))]
-				if rng.Intn(3) == 0 {
-					s += strings.Repeat(" x", rng.Intn(5))
-				}
-				d := routing(fmt.Sprint(ci, "-", round, "-", i), s)
-				d.Question = fmt.Sprintf("Q%d %s?", rng.Intn(5), strings.Repeat("why ", rng.Intn(4)))
-				if rng.Intn(4) == 0 {
-					d = withOptions(d, 27+rng.Intn(4))
-					d.Question = "Pick"
-				}
-				ds = append(ds, d)
-			}
+			ds := randomDecisions(rng, fmt.Sprint(ci, "-", round), 1+rng.Intn(8))
 			rs, err := e.Score(context.Background(), ds)
 			require.NoError(t, err)
 			for i := range ds {
@@ -65,13 +75,7 @@ func TestRandomizedSchedulesMatchReference(t *testing.T) {
 // The same random mixes from 8 concurrent callers: rounds gather
 // different jobs, and every result still equals its reference.
 func TestConcurrentRandomizedSchedulesMatchReference(t *testing.T) {
-	base := []string{"abc", "abc\n\nmore text here", "abc\n\nmore text here and even more", "zzz other", "abc\n\nmore", "q"}
-	cfgs := []Options{
-		{PrefixCacheSlots: 2, PrefixCacheTokens: 150, BranchBatchTokens: 64, MaxSequences: 8},
-		{PrefixCacheSlots: 3, PrefixCacheTokens: 0, BranchBatchTokens: 200, MaxSequences: 16},
-		{PrefixCacheSlots: 1, BranchBatchTokens: 37, MaxSequences: 4},
-		{},
-	}
+	cfgs := append(slices.Clone(smallSchedules), Options{})
 	for ci, o := range cfgs {
 		e := newEngine(t, o)
 		var mu sync.Mutex
@@ -87,18 +91,7 @@ func TestConcurrentRandomizedSchedulesMatchReference(t *testing.T) {
 				defer wg.Done()
 				rng := rand.New(rand.NewSource(int64(ci*100 + g)))
 				for k := 0; k < 6; k++ {
-					var ds []decision.Decision
-					n := 1 + rng.Intn(5)
-					for i := 0; i < n; i++ {
-						s := base[rng.Intn(len(base))]
-						d := routing(fmt.Sprint(ci, "-", g, "-", k, "-", i), s)
-						d.Question = fmt.Sprintf("Q%d %s?", rng.Intn(3), strings.Repeat("why ", rng.Intn(3)))
-						if rng.Intn(5) == 0 {
-							d = withOptions(d, 27)
-							d.Question = "Pick"
-						}
-						ds = append(ds, d)
-					}
+					ds := randomDecisions(rng, fmt.Sprint(ci, "-", g, "-", k), 1+rng.Intn(5))
 					rs, err := e.Score(context.Background(), ds)
 					if err != nil {
 						panic(err)

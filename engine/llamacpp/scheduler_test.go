@@ -26,7 +26,6 @@ func TestNewRefusesOptionsOutOfRange(t *testing.T) {
 // and retry.
 func TestBranchBudgetAboveNBatchStaysInOneSubRound(t *testing.T) {
 	e := newEngine(t, Options{ContextSize: 256, FlashAttention: "on"})
-	t.Logf("branch %d n_batch %d n_ctx %d", e.opts.BranchBatchTokens, e.lctx.NBatch(), e.lctx.NCtx())
 	var ds []decision.Decision
 	for i := 0; i < 12; i++ {
 		d := routing(fmt.Sprint("q", i), "S.")
@@ -34,16 +33,24 @@ func TestBranchBudgetAboveNBatchStaysInOneSubRound(t *testing.T) {
 		d.Options = []decision.Option{{ID: "a"}, {ID: "b"}}
 		ds = append(ds, d)
 	}
+	requireOneSubRound(t, e, ds)
+}
+
+// requireOneSubRound scores ds, decisions about one state, and requires
+// every one scored in a single sub-round: one group, one acquire; more
+// means the sub-round failed and was retried.
+func requireOneSubRound(t *testing.T, e *Engine, ds []decision.Decision) {
+	t.Helper()
 	p, s, err := e.PromptTokens(ds[0])
 	require.NoError(t, err)
-	t.Logf("head %d tail %d", p, s)
+	t.Logf("head %d tail %d branch %d n_batch %d n_ctx %d", p, s, e.opts.BranchBatchTokens, e.lctx.NBatch(), e.lctx.NCtx())
 	rs, err := e.Score(context.Background(), ds)
 	require.NoError(t, err)
-	for _, r := range rs {
-		require.Nil(t, r.Error)
+	for i, r := range rs {
+		require.Nil(t, r.Error, "%s: %+v", ds[i].ID, r.Error)
 	}
 	st := e.Stats()
-	require.Equal(t, int64(1), st.PrefixHits+st.PrefixMisses, "one group, one acquire; more means the sub-round failed and was retried")
+	require.Equal(t, int64(1), st.PrefixHits+st.PrefixMisses, "the sub-round failed and was retried")
 }
 
 // Multi-token labels expand with only two branch sequences.
@@ -69,15 +76,7 @@ func TestMultiTokenDecisionsDoNotStarveForSequences(t *testing.T) {
 		}
 		ds = append(ds, d)
 	}
-	p, s, _ := e.PromptTokens(ds[0])
-	t.Logf("head %d tail %d branch %d", p, s, e.opts.BranchBatchTokens)
-	rs, err := e.Score(context.Background(), ds)
-	require.NoError(t, err)
-	for _, r := range rs {
-		require.Nil(t, r.Error)
-	}
-	st := e.Stats()
-	require.Equal(t, int64(1), st.PrefixHits+st.PrefixMisses, "retried after a failed sub-round")
+	requireOneSubRound(t, e, ds)
 }
 
 // With every cache slot taken, a state that shares a leading part with a
