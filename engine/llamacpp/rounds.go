@@ -97,11 +97,7 @@ func (e *Engine) runRound(round []*job) {
 		for _, it := range j.items {
 			it.queued = now.Sub(j.enqueued)
 			it.ctx = j.ctx
-			if it.err != nil {
-				continue
-			}
-			if err := context.Cause(j.ctx); err != nil {
-				it.err = err
+			if !e.live(it) {
 				continue
 			}
 			e.stats.submitted.Add(int64(len(it.head) + len(it.tail)))
