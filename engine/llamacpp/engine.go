@@ -278,8 +278,10 @@ func (e *Engine) Stats() Stats {
 	}
 }
 
-// Close stops the decode loop (failing what waits with engine.ErrClosed)
-// and frees the context and model.
+// Close stops the decode loop and frees the context and model. It does not
+// wait for work in flight: the decode call running is the last, and every
+// decision not scored by then, waiting or in flight, is answered with
+// engine.ErrClosed.
 func (e *Engine) Close() error {
 	e.closeMu.Do(func() {
 		e.life.Lock()
