@@ -302,6 +302,9 @@ func (e *Engine) Score(ctx context.Context, ds []decision.Decision) ([]decision.
 	if len(ds) == 0 {
 		return nil, nil
 	}
+	if err := context.Cause(ctx); err != nil {
+		return nil, err // the caller gave up already: nothing is admitted
+	}
 	e.life.RLock()
 	if e.closed.Load() {
 		e.life.RUnlock()
@@ -334,6 +337,11 @@ func (e *Engine) Score(ctx context.Context, ds []decision.Decision) ([]decision.
 		// The loop skips the job's remaining items and releases its
 		// admission; nothing of it is read here any more.
 		return nil, context.Cause(ctx)
+	}
+	if err := context.Cause(ctx); err != nil {
+		// Both were ready: the loop finished the job because the caller
+		// gave up (its decisions stopped), so the cause is the answer.
+		return nil, err
 	}
 	total := time.Since(start)
 	out := make([]decision.Result, len(items))
