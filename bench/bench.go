@@ -204,52 +204,50 @@ func defaultThreads() int {
 // each thread count.
 func runPrefill(ctx context.Context, cfg Config, rep *Report) error {
 	for _, th := range cfg.PrefillThreads {
-		e, err := llamacpp.New(llamacpp.Options{ModelPath: cfg.PrefillModel, Threads: th, GPULayers: cfg.GPULayers, NoPrefixCache: true})
+		row, err := prefillRow(ctx, cfg, th)
 		if err != nil {
 			return err
 		}
-		d, err := fixedPrompt(e.Model(), 300)
-		if err != nil {
-			e.Close()
-			return err
-		}
-		fmt.Fprintf(cfg.Log, "W0 prefill: threads=%d\n", th)
-		if _, err := e.Score(ctx, []decision.Decision{d}); err != nil { // warm-up
-			e.Close()
-			return err
-		}
-		const reps = 3
-		before := e.Stats()
-		var lat []time.Duration
-		var tokens int
-		start := time.Now()
-		for i := 0; i < reps; i++ {
-			t := time.Now()
-			rs, err := e.Score(ctx, []decision.Decision{d})
-			if err != nil {
-				e.Close()
-				return err
-			}
-			lat = append(lat, time.Since(t))
-			tokens = rs[0].Tokens.Input
-		}
-		wall := time.Since(start)
-		after := e.Stats()
-		id := e.Identity()
-		e.Close()
-		decodeS := float64(after.DecodeNanos-before.DecodeNanos) / 1e9
-		rep.Rows = append(rep.Rows, Row{
-			Workload: "W0 prefill", Mode: "fresh", Model: id.Name, Threads: th, Decisions: reps,
-			WallSeconds: wall.Seconds(), DecisionsPerSec: reps / wall.Seconds(),
-			P50Ms: pct(lat, 50), P95Ms: pct(lat, 95),
-			TokensSubmitted:     after.TokensSubmitted - before.TokensSubmitted,
-			TokensEvaluated:     after.TokensEvaluated - before.TokensEvaluated,
-			DecodeShare:         decodeS / wall.Seconds(),
-			PrefillTokensPerSec: float64(after.TokensEvaluated-before.TokensEvaluated) / decodeS,
-			PromptTokens:        tokens,
-		})
+		rep.Rows = append(rep.Rows, row)
 	}
 	return nil
+}
+
+// prefillRow is W0 at one thread count, on an engine of its own.
+func prefillRow(ctx context.Context, cfg Config, threads int) (Row, error) {
+	e, err := llamacpp.New(llamacpp.Options{ModelPath: cfg.PrefillModel, Threads: threads, GPULayers: cfg.GPULayers, NoPrefixCache: true})
+	if err != nil {
+		return Row{}, err
+	}
+	defer e.Close()
+	d, err := fixedPrompt(e, 300)
+	if err != nil {
+		return Row{}, err
+	}
+	fmt.Fprintf(cfg.Log, "W0 prefill: threads=%d\n", threads)
+	if _, err := scoreChecked(ctx, e, []decision.Decision{d}); err != nil { // warm-up
+		return Row{}, err
+	}
+	const reps = 3
+	before := e.Stats()
+	start := time.Now()
+	lat, tokens, err := prefillReps(ctx, e, d, reps)
+	if err != nil {
+		return Row{}, err
+	}
+	wall := time.Since(start)
+	after := e.Stats()
+	decodeS := float64(after.DecodeNanos-before.DecodeNanos) / 1e9
+	return Row{
+		Workload: "W0 prefill", Mode: "fresh", Model: e.Identity().Name, Threads: threads, Decisions: reps,
+		WallSeconds: wall.Seconds(), DecisionsPerSec: reps / wall.Seconds(),
+		P50Ms: pct(lat, 50), P95Ms: pct(lat, 95),
+		TokensSubmitted:     after.TokensSubmitted - before.TokensSubmitted,
+		TokensEvaluated:     after.TokensEvaluated - before.TokensEvaluated,
+		DecodeShare:         decodeS / wall.Seconds(),
+		PrefillTokensPerSec: float64(after.TokensEvaluated-before.TokensEvaluated) / decodeS,
+		PromptTokens:        tokens,
+	}, nil
 }
 
 // measure runs fn and fills the counters of a row from the engine's stats.
@@ -269,23 +267,6 @@ func measure(e *llamacpp.Engine, row *Row, fn func() ([]time.Duration, error)) e
 	row.TokensEvaluated = after.TokensEvaluated - before.TokensEvaluated
 	row.DecodeShare = float64(after.DecodeNanos-before.DecodeNanos) / 1e9 / wall.Seconds()
 	return nil
-}
-
-// scoreOne scores decisions one call each, returning per-call latencies.
-func scoreOne(ctx context.Context, e *llamacpp.Engine, ds []decision.Decision) ([]time.Duration, error) {
-	var lat []time.Duration
-	for _, d := range ds {
-		t := time.Now()
-		rs, err := e.Score(ctx, []decision.Decision{d})
-		if err != nil {
-			return nil, err
-		}
-		if rs[0].Error != nil {
-			return nil, fmt.Errorf("bench: %s: %s", d.ID, rs[0].Error.Message)
-		}
-		lat = append(lat, time.Since(t))
-	}
-	return lat, nil
 }
 
 // runGrouped runs a workload of decisions grouped by shared state.
@@ -321,27 +302,7 @@ func runGrouped(ctx context.Context, cfg Config, rep *Report, name string, group
 	}
 	defer par.Close()
 	pa := mk("parallel")
-	err = measure(par, &pa, func() ([]time.Duration, error) {
-		var lat []time.Duration
-		for _, g := range groups {
-			t := time.Now()
-			rs, err := par.Score(ctx, g)
-			if err != nil {
-				return nil, err
-			}
-			for _, r := range rs {
-				if r.Error != nil {
-					return nil, fmt.Errorf("bench: %s: %s", r.ID, r.Error.Message)
-				}
-			}
-			d := time.Since(t)
-			for range g {
-				lat = append(lat, d)
-			}
-		}
-		return lat, nil
-	})
-	if err != nil {
+	if err := measure(par, &pa, func() ([]time.Duration, error) { return scoreGroups(ctx, par, groups) }); err != nil {
 		return err
 	}
 	rows := []Row{fr, se, pa}
@@ -357,27 +318,7 @@ func runGrouped(ctx context.Context, cfg Config, rep *Report, name string, group
 		defer deb.Close()
 		sc := tune.New(deb, tune.Config{Debias: cfg.Debias})
 		de := mk(fmt.Sprintf("parallel+debias%d", cfg.Debias))
-		err = measure(deb, &de, func() ([]time.Duration, error) {
-			var lat []time.Duration
-			for _, g := range groups {
-				t := time.Now()
-				rs, err := sc.Score(ctx, g)
-				if err != nil {
-					return nil, err
-				}
-				for _, r := range rs {
-					if r.Error != nil {
-						return nil, fmt.Errorf("bench: %s: %s", r.ID, r.Error.Message)
-					}
-				}
-				d := time.Since(t)
-				for range g {
-					lat = append(lat, d)
-				}
-			}
-			return lat, nil
-		})
-		if err != nil {
+		if err := measure(deb, &de, func() ([]time.Duration, error) { return scoreGroups(ctx, sc, groups) }); err != nil {
 			return err
 		}
 		rows = append(rows, de)
@@ -429,7 +370,7 @@ func minimalTokens(e *llamacpp.Engine, groups [][]decision.Decision) (n int64, a
 // runIndependent runs W3: decisions with no shared state, one at a time
 // versus Concurrency callers at once.
 func runIndependent(ctx context.Context, cfg Config, rep *Report, fresh *llamacpp.Engine, threads int) error {
-	ds, err := independent(fresh.Model(), cfg.Independent, cfg.IndependentTokens)
+	ds, err := independent(fresh, cfg.Independent, cfg.IndependentTokens)
 	if err != nil {
 		return err
 	}
@@ -456,7 +397,7 @@ func runIndependent(ctx context.Context, cfg Config, rep *Report, fresh *llamacp
 				defer wg.Done()
 				for d := range next {
 					t := time.Now()
-					_, err := fresh.Score(ctx, []decision.Decision{d})
+					_, err := scoreChecked(ctx, fresh, []decision.Decision{d})
 					mu.Lock()
 					lat = append(lat, time.Since(t))
 					if err != nil && firstErr == nil {
@@ -506,7 +447,7 @@ workaround problem help need please time day week month year after before becaus
 is it that for on with as was be by this are or from at an not have has but which what when who`)
 
 // text returns deterministic pseudo-English of about n tokens of m.
-func text(m *llamacpp.Model, rng *rand.Rand, n int) (string, error) {
+func text(m *llamacpp.Engine, rng *rand.Rand, n int) (string, error) {
 	var b strings.Builder
 	for {
 		for i := 0; i < 16; i++ {
@@ -514,11 +455,11 @@ func text(m *llamacpp.Model, rng *rand.Rand, n int) (string, error) {
 			b.WriteByte(' ')
 		}
 		b.WriteString(". ")
-		toks, err := m.Tokenize(b.String(), false, false)
+		count, err := m.TokenCount(b.String())
 		if err != nil {
 			return "", err
 		}
-		if len(toks) >= n {
+		if count >= n {
 			return strings.TrimSpace(b.String()), nil
 		}
 	}
@@ -528,11 +469,10 @@ func text(m *llamacpp.Model, rng *rand.Rand, n int) (string, error) {
 // Questions questions whose suffix (question, options, cue) is about
 // SuffixTokens tokens, measured with the engine's own tokenization.
 func shape777(e *llamacpp.Engine, cfg Config) ([][]decision.Decision, error) {
-	m := e.Model()
 	rng := rand.New(rand.NewPCG(777, 777))
 	var groups [][]decision.Decision
 	for s := 0; s < cfg.States; s++ {
-		st, err := text(m, rng, cfg.StateTokens)
+		st, err := text(e, rng, cfg.StateTokens)
 		if err != nil {
 			return nil, err
 		}
@@ -564,7 +504,7 @@ func shape777(e *llamacpp.Engine, cfg Config) ([][]decision.Decision, error) {
 
 // independent builds W3: n decisions with distinct states of about
 // tokens tokens.
-func independent(m *llamacpp.Model, n, tokens int) ([]decision.Decision, error) {
+func independent(m *llamacpp.Engine, n, tokens int) ([]decision.Decision, error) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	var out []decision.Decision
 	for i := 0; i < n; i++ {
@@ -583,7 +523,7 @@ func independent(m *llamacpp.Model, n, tokens int) ([]decision.Decision, error) 
 }
 
 // fixedPrompt builds one decision whose prompt is about n tokens.
-func fixedPrompt(m *llamacpp.Model, n int) (decision.Decision, error) {
+func fixedPrompt(m *llamacpp.Engine, n int) (decision.Decision, error) {
 	rng := rand.New(rand.NewPCG(300, 300))
 	st, err := text(m, rng, n-110)
 	if err != nil {
@@ -615,11 +555,11 @@ func jevbench(path string, limit int) ([][]decision.Decision, error) {
 			ID string `json:"id"`
 		}
 		if err := json.Unmarshal([]byte(line), &c); err != nil {
-			return nil, fmt.Errorf("%s:%d: %v", path, i+1, err)
+			return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
 		}
 		req, err := decision.ParseSystemOne([]byte(line), decision.Limits{})
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %v", path, i+1, err)
+			return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
 		}
 		ds := req.Decisions()
 		for k := range ds {

@@ -1,14 +1,16 @@
-// Package llamacpp is verdict's binding to llama.cpp and the engine built
-// on it. It is the only package with cgo, and it compiles only with the
-// "llamacpp" build tag (set by the Makefile together with the include
-// paths and -march flags); without the tag, New returns engine.ErrNoEngine.
+// Package llamacpp is verdict's engine on llama.cpp. It compiles the
+// engine only with the "llamacpp" build tag (set by the Makefile together
+// with the include paths and -march flags); without the tag, New returns
+// engine.ErrNoEngine.
 //
 // Two layers:
 //
-//   - The binding (Model, Context, Batch) wraps llama.h: loading, tokenizing,
-//     batches, decode, logits and KV-sequence operations. C types never
-//     leave it; every id and range is checked in Go before a call that
-//     would otherwise hit a GGML_ASSERT and abort the process.
+//   - The binding, package internal/llama (Model, Context, Batch), wraps
+//     llama.h: loading, tokenizing, batches, decode, logits and KV-sequence
+//     operations. It is the only package with cgo, and being internal,
+//     nothing outside this engine reaches C. C types never leave it; every
+//     id and range is checked in Go before a call that would otherwise hit
+//     a GGML_ASSERT and abort the process.
 //   - The Engine owns one context from one goroutine. Score may be called
 //     from many goroutines: callers render and tokenize their decisions,
 //     then hand them to the decode loop through a bounded queue (beyond it,

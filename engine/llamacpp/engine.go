@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
+	"github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
 	"github.com/verdict-dev/verdict/model"
 )
 
@@ -24,11 +23,11 @@ import (
 // goroutine (the decode loop). Score is safe for concurrent use.
 type Engine struct {
 	opts     Options
-	model    *Model
-	lctx     *Context
+	model    *llama.Model
+	lctx     *llama.Context
 	identity decision.ModelIdentity
 	family   engine.ChatFamily
-	bos      []Token
+	bos      []llama.Token
 	// recurrent: the model keeps a recurrent state per sequence (a hybrid
 	// such as qwen35, or a pure recurrent model). Such a state exists only
 	// at a sequence's last position: a cached prefix can be reused only
@@ -52,19 +51,13 @@ type Engine struct {
 	}
 
 	// Owned by the decode loop.
-	batch *Batch
-	cache []*cacheEntry
-	round int64
+	batch *llama.Batch
+	cache *prefixCache
 	free  []int // free branch sequence ids
-}
 
-// cacheEntry is a state prefix resident in the KV cache in sequence seq,
-// at positions [0, len(tokens)).
-type cacheEntry struct {
-	seq    int
-	tokens []Token
-	used   int64 // round that last used it
-	pinned bool  // in use by the current sub-round
+	// beforeDecodeFunc, when set (by tests), runs in the decode loop
+	// before every llama_decode call.
+	beforeDecodeFunc func()
 }
 
 type job struct {
@@ -78,21 +71,22 @@ type job struct {
 type item struct {
 	d        *decision.Decision
 	prompt   engine.Prompt
-	head     []Token   // BOS + template + instructions + state
-	tail     []Token   // question, options, cue, assistant turn
-	labels   [][]Token // answer-slot tokens per option
-	multi    bool      // some label needs more than one token
+	head     []llama.Token   // BOS + template + instructions + state
+	tail     []llama.Token   // question, options, cue, assistant turn
+	labels   [][]llama.Token // answer-slot tokens per option
+	multi    bool            // some label needs more than one token
 	err      error
 	tokenize time.Duration
 	queued   time.Duration
 	decode   time.Duration
 
 	// decode-loop state
-	seq       int       // branch sequence
-	hasSeq    bool      // seq is taken
-	cursor    int       // tail tokens already in the KV cache
-	evaluated int       // tokens decoded for this decision
-	logp      []float64 // per option: summed log-probability (multi) or logit (single)
+	ctx       context.Context // the caller's; when done, the item stops
+	seq       int             // branch sequence
+	hasSeq    bool            // seq is taken
+	cursor    int             // tail tokens already in the KV cache
+	evaluated int             // tokens decoded for this decision
+	logp      []float64       // per option: summed log-probability (multi) or logit (single)
 	doneScore bool
 	started   time.Time
 }
@@ -112,7 +106,7 @@ func New(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	build := Info()
-	m, err := LoadModel(opts.ModelPath, ModelParams{GPULayers: opts.GPULayers, UseMmap: !opts.NoMmap})
+	m, err := llama.LoadModel(opts.ModelPath, llama.ModelParams{GPULayers: opts.GPULayers, UseMmap: !opts.NoMmap})
 	if err != nil {
 		return nil, err
 	}
@@ -141,13 +135,13 @@ func New(opts Options) (*Engine, error) {
 			}
 		}
 	}
-	lctx, err := NewContext(m, ContextParams{NCtx: opts.ContextSize, NBatch: opts.BatchSize, NUBatch: opts.UBatchSize,
+	lctx, err := llama.NewContext(m, llama.ContextParams{NCtx: opts.ContextSize, NBatch: opts.BatchSize, NUBatch: opts.UBatchSize,
 		NSeqMax: opts.MaxSequences, Threads: opts.Threads, KVUnified: true, FlashAttention: fa(opts.FlashAttention)})
 	if err != nil {
 		m.Free()
 		return nil, err
 	}
-	batch, err := NewBatch(lctx.NBatch(), 1)
+	batch, err := llama.NewBatch(lctx.NBatch(), 1)
 	if err != nil {
 		lctx.Free()
 		m.Free()
@@ -156,6 +150,7 @@ func New(opts Options) (*Engine, error) {
 	e := &Engine{
 		opts: opts, model: m, lctx: lctx, batch: batch, recurrent: recurrent,
 		jobs: make(chan *job, opts.MaxPending), quit: make(chan struct{}), done: make(chan struct{}),
+		cache: newPrefixCache(lctx, opts.PrefixCacheSlots, opts.PrefixCacheTokens, recurrent, slog.Default()),
 	}
 	e.family = engine.DetectChat(m.ChatTemplate())
 	if !e.specialsOK(engine.ChatSpecials(e.family)) {
@@ -192,13 +187,13 @@ func New(opts Options) (*Engine, error) {
 // and returns the bytes llama.cpp holds for that sequence: for recurrent
 // layers, the whole per-sequence state (its size does not grow with
 // tokens).
-func measureSeqState(m *Model, opts Options) (int, error) {
-	c, err := NewContext(m, ContextParams{NCtx: 256, NBatch: 64, NUBatch: 64, NSeqMax: 1, Threads: opts.Threads, KVUnified: true, FlashAttention: fa(opts.FlashAttention)})
+func measureSeqState(m *llama.Model, opts Options) (int, error) {
+	c, err := llama.NewContext(m, llama.ContextParams{NCtx: 256, NBatch: 64, NUBatch: 64, NSeqMax: 1, Threads: opts.Threads, KVUnified: true, FlashAttention: fa(opts.FlashAttention)})
 	if err != nil {
 		return 0, fmt.Errorf("llamacpp: measure sequence state: %w", err)
 	}
 	defer c.Free()
-	b, err := NewBatch(1, 1)
+	b, err := llama.NewBatch(1, 1)
 	if err != nil {
 		return 0, err
 	}
@@ -258,8 +253,17 @@ func (e *Engine) specialsOK(specials []string) bool {
 // Identity names the loaded model.
 func (e *Engine) Identity() decision.ModelIdentity { return e.identity }
 
-// Model gives tests and tools access to the loaded model's vocabulary.
-func (e *Engine) Model() *Model { return e.model }
+// TokenCount is the number of tokens text takes in the loaded model's
+// vocabulary (no BOS, control-token text left as text).
+func (e *Engine) TokenCount(text string) (int, error) {
+	e.life.RLock()
+	defer e.life.RUnlock()
+	if e.closed.Load() {
+		return 0, engine.ErrClosed
+	}
+	toks, err := e.model.Tokenize(text, false, false)
+	return len(toks), err
+}
 
 // Family is the chat family prompts are wrapped in.
 func (e *Engine) Family() engine.ChatFamily { return e.family }
@@ -274,8 +278,10 @@ func (e *Engine) Stats() Stats {
 	}
 }
 
-// Close stops the decode loop (failing what waits with engine.ErrClosed)
-// and frees the context and model.
+// Close stops the decode loop and frees the context and model. It does not
+// wait for work in flight: the decode call running is the last, and every
+// decision not scored by then, waiting or in flight, is answered with
+// engine.ErrClosed.
 func (e *Engine) Close() error {
 	e.closeMu.Do(func() {
 		e.life.Lock()
@@ -296,6 +302,9 @@ func (e *Engine) Score(ctx context.Context, ds []decision.Decision) ([]decision.
 	if len(ds) == 0 {
 		return nil, nil
 	}
+	if err := context.Cause(ctx); err != nil {
+		return nil, err // the caller gave up already: nothing is admitted
+	}
 	e.life.RLock()
 	if e.closed.Load() {
 		e.life.RUnlock()
@@ -312,7 +321,7 @@ func (e *Engine) Score(ctx context.Context, ds []decision.Decision) ([]decision.
 		return nil, engine.ErrBusy
 	}
 	items := make([]*item, len(ds))
-	heads := map[string][]Token{}
+	heads := map[string][]llama.Token{}
 	for i := range ds {
 		items[i] = e.prepare(&ds[i], heads)
 	}
@@ -329,6 +338,11 @@ func (e *Engine) Score(ctx context.Context, ds []decision.Decision) ([]decision.
 		// admission; nothing of it is read here any more.
 		return nil, context.Cause(ctx)
 	}
+	if err := context.Cause(ctx); err != nil {
+		// Both were ready: the loop finished the job because the caller
+		// gave up (its decisions stopped), so the cause is the answer.
+		return nil, err
+	}
 	total := time.Since(start)
 	out := make([]decision.Result, len(items))
 	for i, it := range items {
@@ -340,7 +354,7 @@ func (e *Engine) Score(ctx context.Context, ds []decision.Decision) ([]decision.
 // prepare renders and tokenizes one decision and finds its answer slots.
 // Problems are recorded in the item, never returned: one bad decision does
 // not fail the others.
-func (e *Engine) prepare(d *decision.Decision, heads map[string][]Token) *item {
+func (e *Engine) prepare(d *decision.Decision, heads map[string][]llama.Token) *item {
 	it := &item{d: d}
 	t0 := time.Now()
 	defer func() { it.tokenize = time.Since(t0) }()
@@ -358,7 +372,7 @@ func (e *Engine) prepare(d *decision.Decision, heads map[string][]Token) *item {
 	key := string(d.State.Canonical())
 	head, ok := heads[key]
 	if !ok {
-		head = append([]Token(nil), e.bos...)
+		head = append([]llama.Token(nil), e.bos...)
 		for _, s := range segs[:split] {
 			toks, err := e.model.Tokenize(s.Text, false, s.Special)
 			if err != nil {
@@ -370,7 +384,7 @@ func (e *Engine) prepare(d *decision.Decision, heads map[string][]Token) *item {
 		heads[key] = head
 	}
 	it.head = head
-	var last []Token
+	var last []llama.Token
 	var lastText string
 	for _, s := range segs[split:] {
 		toks, err := e.model.Tokenize(s.Text, false, s.Special)
@@ -404,14 +418,14 @@ func (e *Engine) prepare(d *decision.Decision, heads map[string][]Token) *item {
 // The preferred form (bare for chat turns, " A" after "Answer:") is tried
 // first, then the other. Single-token slots are verified by round trip:
 // the token's text, less leading spaces, must be the label.
-func (e *Engine) slots(p engine.Prompt, last []Token, lastText string) ([][]Token, error) {
+func (e *Engine) slots(p engine.Prompt, last []llama.Token, lastText string) ([][]llama.Token, error) {
 	forms := []string{" ", ""}
 	if p.BareLabel {
 		forms = []string{"", " "}
 	}
 	var lastErr error
 	for _, sp := range forms {
-		out := make([][]Token, len(p.Labels))
+		out := make([][]llama.Token, len(p.Labels))
 		ok := true
 		for i, l := range p.Labels {
 			toks, err := e.model.Tokenize(lastText+sp+l, false, false)
@@ -438,7 +452,7 @@ func (e *Engine) slots(p engine.Prompt, last []Token, lastText string) ([][]Toke
 	return nil, lastErr
 }
 
-func equalTokens(a, b []Token) bool {
+func equalTokens(a, b []llama.Token) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -476,704 +490,6 @@ func (e *Engine) result(it *item, total time.Duration) decision.Result {
 	return r
 }
 
-// loop is the decode loop: the only goroutine that touches the context.
-func (e *Engine) loop() {
-	defer close(e.done)
-	for {
-		select {
-		case <-e.quit:
-			e.drainClosed()
-			return
-		case j := <-e.jobs:
-			round := []*job{j}
-			n := len(j.items)
-		more:
-			for n < e.opts.MaxRoundDecisions {
-				select {
-				case j2 := <-e.jobs:
-					round = append(round, j2)
-					n += len(j2.items)
-				default:
-					break more
-				}
-			}
-			e.runRoundSafe(round)
-			for _, j := range round {
-				e.pending.Add(-int64(len(j.items)))
-				close(j.done)
-			}
-		}
-	}
-}
-
-func (e *Engine) drainClosed() {
-	for {
-		select {
-		case j := <-e.jobs:
-			for _, it := range j.items {
-				if it.err == nil {
-					it.err = engine.ErrClosed
-				}
-			}
-			e.pending.Add(-int64(len(j.items)))
-			close(j.done)
-		default:
-			return
-		}
-	}
-}
-
-// runRoundSafe runs a round, turning a panic into per-decision errors and
-// a reset of the KV state so that the loop goes on.
-func (e *Engine) runRoundSafe(round []*job) {
-	defer func() {
-		if p := recover(); p != nil {
-			slog.Error("llamacpp: panic in decode loop", "panic", p, "stack", string(debug.Stack()))
-			for _, j := range round {
-				for _, it := range j.items {
-					if !it.doneScore && it.err == nil {
-						it.err = fmt.Errorf("llamacpp: internal error: %v", p)
-					}
-				}
-			}
-			e.resetKV()
-		}
-	}()
-	e.runRound(round)
-}
-
-// runRound scores every live item of the round: grouped by state prefix,
-// in sub-rounds of at most PrefixCacheSlots groups.
-func (e *Engine) runRound(round []*job) {
-	e.round++
-	now := time.Now()
-	type group struct {
-		head  []Token
-		items []*item
-	}
-	var groups []*group
-	byHead := map[string]*group{}
-	for _, j := range round {
-		for _, it := range j.items {
-			it.queued = now.Sub(j.enqueued)
-			if it.err != nil {
-				continue
-			}
-			if err := context.Cause(j.ctx); err != nil {
-				it.err = err
-				continue
-			}
-			e.stats.submitted.Add(int64(len(it.head) + len(it.tail)))
-			k := tokenKey(it.head)
-			g, ok := byHead[k]
-			if !ok {
-				g = &group{head: it.head}
-				byHead[k] = g
-				groups = append(groups, g)
-			}
-			g.items = append(g.items, it)
-		}
-	}
-	// Sub-rounds: at most PrefixCacheSlots groups, and heads to prefill
-	// within BranchBatchTokens (at least one group), so that the cells
-	// every decode attends over stay few.
-	slots := e.opts.PrefixCacheSlots
-	for start := 0; start < len(groups); {
-		end, tokens := start, 0
-		for end < len(groups) && end-start < slots && (end == start || tokens+len(groups[end].head) <= e.opts.BranchBatchTokens) {
-			tokens += len(groups[end].head)
-			end++
-		}
-		sub := groups[start:end]
-		start = end
-		heads := make([][]Token, len(sub))
-		members := make([][]*item, len(sub))
-		for i, g := range sub {
-			heads[i], members[i] = g.head, g.items
-		}
-		if err := e.subRound(heads, members); err != nil {
-			// Retry once on a clean KV state, then one decision at a time,
-			// so that a failure stays with the decisions that cause it.
-			slog.Warn("llamacpp: decode failed; retrying on a clean cache", "err", err)
-			e.resetKV()
-			e.resetItems(members)
-			if err := e.subRound(heads, members); err != nil {
-				e.resetKV()
-				e.resetItems(members)
-				for i := range sub {
-					for _, it := range members[i] {
-						e.resetKV() // alone on an empty cache: what fits alone is scored
-						if err := e.subRound([][]Token{it.head}, [][]*item{{it}}); err != nil {
-							it.err = mapDecodeErr(err)
-						}
-					}
-				}
-				e.resetKV()
-			}
-		}
-	}
-	for _, g := range groups {
-		for _, it := range g.items {
-			if it.doneScore {
-				e.stats.decisions.Add(1)
-			}
-		}
-	}
-}
-
-func mapDecodeErr(err error) error {
-	if errors.Is(err, ErrNoKVSlot) {
-		return fmt.Errorf("%w: %w", engine.ErrContextFull, err)
-	}
-	return err
-}
-
-func (e *Engine) resetItems(members [][]*item) {
-	for _, its := range members {
-		for _, it := range its {
-			it.cursor, it.evaluated, it.logp, it.doneScore, it.hasSeq = 0, 0, nil, false, false
-		}
-	}
-}
-
-// resetKV empties the KV memory and the prefix cache.
-func (e *Engine) resetKV() {
-	e.lctx.Clear()
-	e.cache = nil
-	e.free = e.free[:0]
-	for s := e.opts.PrefixCacheSlots; s < e.lctx.NSeqMax(); s++ {
-		e.free = append(e.free, s)
-	}
-	e.batch.Clear()
-}
-
-func tokenKey(ts []Token) string {
-	var b strings.Builder
-	b.Grow(len(ts) * 4)
-	for _, t := range ts {
-		b.WriteByte(byte(t))
-		b.WriteByte(byte(t >> 8))
-		b.WriteByte(byte(t >> 16))
-		b.WriteByte(byte(t >> 24))
-	}
-	return b.String()
-}
-
-// subRound prefills each head once (reusing cached prefixes), then decodes
-// every member's tail in a branch copied from its head, packing branches
-// of all groups into shared batches.
-func (e *Engine) subRound(heads [][]Token, members [][]*item) error {
-	start := time.Now()
-	for _, c := range e.cache {
-		c.pinned = false
-	}
-	headSeq := make([]int, len(heads))
-	// Phase 1: prefill the heads.
-	e.batch.Clear()
-	flushPrefill := func() error {
-		if e.batch.Len() == 0 {
-			return nil
-		}
-		if err := e.decode(); err != nil {
-			return err
-		}
-		e.batch.Clear()
-		return nil
-	}
-	for gi, head := range heads {
-		seq, reuse, err := e.acquire(head, flushPrefill)
-		if err != nil {
-			return err
-		}
-		headSeq[gi] = seq
-		if reuse > 0 {
-			e.stats.hits.Add(1)
-		} else {
-			e.stats.misses.Add(1)
-		}
-		e.stats.saved.Add(int64(reuse + len(head)*(len(members[gi])-1)))
-		if its := members[gi]; len(its) > 0 {
-			its[0].evaluated += len(head) - reuse
-		}
-		for p := reuse; p < len(head); p++ {
-			if e.batch.Len() == e.batch.Cap() {
-				if err := e.decode(); err != nil {
-					return err
-				}
-				e.batch.Clear()
-			}
-			if err := e.batch.Add(head[p], p, []int{seq}, false); err != nil {
-				return err
-			}
-		}
-	}
-	if e.batch.Len() > 0 {
-		if err := e.decode(); err != nil {
-			return err
-		}
-		e.batch.Clear()
-	}
-	// Phase 2: branches. Items wait in a queue; each gets a branch sequence
-	// copied from its head, then its tail tokens, logits on the last one.
-	type slot struct {
-		it  *item
-		idx int // batch index of its last token, or -1
-	}
-	var queue []*item
-	var headOf = map[*item]int{}
-	for gi, its := range members {
-		for _, it := range its {
-			queue = append(queue, it)
-			headOf[it] = gi
-		}
-	}
-	var inBatch []slot
-	var active []*item // items holding a branch
-	flush := func() error {
-		if e.batch.Len() == 0 {
-			return nil
-		}
-		if err := e.decode(); err != nil {
-			return err
-		}
-		for _, s := range inBatch {
-			if s.idx < 0 {
-				continue
-			}
-			row, err := e.lctx.Logits(s.idx, e.model.VocabSize())
-			if err != nil {
-				return err
-			}
-			e.readRoot(s.it, row)
-		}
-		e.batch.Clear()
-		inBatch = inBatch[:0]
-		// Free finished single-token branches first, so that multi-token
-		// ones have sequences to expand their labels into.
-		kept := active[:0]
-		var expand []*item
-		for _, it := range active {
-			switch {
-			case it.logp == nil:
-				kept = append(kept, it)
-				continue
-			case it.multi:
-				expand = append(expand, it)
-				continue
-			}
-			it.doneScore = true
-			it.decode = time.Since(start)
-			e.release(it.seq)
-			it.hasSeq = false
-		}
-		for _, it := range expand {
-			if err := e.expandLabels(it); err != nil {
-				return err
-			}
-			it.doneScore = true
-			it.decode = time.Since(start)
-			e.release(it.seq)
-			it.hasSeq = false
-		}
-		active = kept
-		return nil
-	}
-	// With multi-token labels in the sub-round, keep one sequence free for
-	// their label branches.
-	reserve := 0
-	for _, it := range queue {
-		if it.multi {
-			reserve = 1
-			break
-		}
-	}
-	takeBranch := func() (int, bool) {
-		if len(e.free) <= reserve {
-			return 0, false
-		}
-		return e.takeSeq()
-	}
-	for len(queue) > 0 {
-		it := queue[0]
-		if !it.hasSeq {
-			seq, ok := takeBranch()
-			if !ok {
-				if err := flush(); err != nil {
-					return err
-				}
-				if seq, ok = takeBranch(); !ok {
-					return fmt.Errorf("llamacpp: no free sequence for a branch")
-				}
-			}
-			it.seq, it.hasSeq = seq, true
-			hs := headSeq[headOf[it]]
-			if err := e.lctx.SeqCopy(hs, seq, 0, len(it.head)); err != nil {
-				return err
-			}
-			active = append(active, it)
-		}
-		room := e.opts.BranchBatchTokens - e.batch.Len()
-		n := min(room, len(it.tail)-it.cursor)
-		// Keep the cells in use within the context: finish the branches
-		// in flight before starting more, rather than overflowing the KV
-		// cache and falling back to the slow retry path.
-		if room <= 0 || (e.batch.Len() > 0 && len(active) > 1 && e.cellsInUse(active)+n > e.lctx.NCtx()) {
-			if err := flush(); err != nil {
-				return err
-			}
-			continue
-		}
-		for k := 0; k < n; k++ {
-			p := it.cursor + k
-			lastTok := p == len(it.tail)-1
-			if err := e.batch.Add(it.tail[p], len(it.head)+p, []int{it.seq}, lastTok); err != nil {
-				return err
-			}
-			if lastTok {
-				inBatch = append(inBatch, slot{it: it, idx: e.batch.Len() - 1})
-			}
-		}
-		it.cursor += n
-		it.evaluated += n
-		if it.cursor == len(it.tail) {
-			queue = queue[1:]
-		}
-	}
-	if err := flush(); err != nil {
-		return err
-	}
-	for _, c := range e.cache {
-		c.pinned = false
-	}
-	if e.opts.NoPrefixCache {
-		for _, c := range e.cache {
-			_ = e.lctx.SeqRemove(c.seq, -1, -1)
-		}
-		e.cache = nil
-	}
-	return nil
-}
-
-// cellsInUse bounds the KV cells held: every cached prefix (shared cells
-// counted once per entry, so an over-estimate) plus each active branch's
-// own tokens.
-func (e *Engine) cellsInUse(active []*item) int {
-	n := 0
-	for _, c := range e.cache {
-		n += len(c.tokens)
-	}
-	for _, it := range active {
-		n += it.cursor
-	}
-	return n
-}
-
-// readRoot reads an item's slot values from the row at its last prompt
-// token: raw logits for single-token slots, log-probabilities of the first
-// label token for multi-token ones.
-func (e *Engine) readRoot(it *item, row []float32) {
-	it.logp = make([]float64, len(it.labels))
-	if !it.multi {
-		for i, l := range it.labels {
-			it.logp[i] = float64(row[l[0]])
-		}
-		return
-	}
-	lse := logSumExp(row)
-	for i, l := range it.labels {
-		it.logp[i] = float64(row[l[0]]) - lse
-	}
-}
-
-// expandLabels adds, for each multi-token label, the log-probabilities of
-// its later tokens. Every proper prefix of a label that longer labels
-// extend is one node: a branch copied from the item's sequence, fed the
-// prefix's tokens, logits on its last. Nodes are decoded in waves bounded
-// by the free sequences and the batch size.
-func (e *Engine) expandLabels(it *item) error {
-	type node struct {
-		path []Token
-		idx  int
-		seq  int
-	}
-	seen := map[string]bool{}
-	var nodes []*node
-	for _, l := range it.labels {
-		for d := 1; d < len(l); d++ {
-			k := tokenKey(l[:d])
-			if !seen[k] {
-				seen[k] = true
-				nodes = append(nodes, &node{path: l[:d]})
-			}
-		}
-	}
-	rows := map[string][]float64{} // node key → log-probs of the label tokens that follow it
-	base := len(it.head) + len(it.tail)
-	for len(nodes) > 0 {
-		e.batch.Clear()
-		var wave []*node
-		for len(nodes) > 0 {
-			nd := nodes[0]
-			if e.batch.Cap()-e.batch.Len() < len(nd.path) {
-				break
-			}
-			seq, ok := e.takeSeq()
-			if !ok {
-				break
-			}
-			if err := e.lctx.SeqCopy(it.seq, seq, 0, base); err != nil {
-				e.release(seq)
-				return err
-			}
-			nd.seq = seq
-			for k, t := range nd.path {
-				last := k == len(nd.path)-1
-				if err := e.batch.Add(t, base+k, []int{seq}, last); err != nil {
-					return err
-				}
-			}
-			nd.idx = e.batch.Len() - 1
-			it.evaluated += len(nd.path)
-			wave = append(wave, nd)
-			nodes = nodes[1:]
-		}
-		if len(wave) == 0 {
-			return fmt.Errorf("llamacpp: no room to expand a label (batch %d, free sequences %d)", e.batch.Cap(), len(e.free))
-		}
-		err := e.decode()
-		if err == nil {
-			for _, nd := range wave {
-				row, lerr := e.lctx.Logits(nd.idx, e.model.VocabSize())
-				if lerr != nil {
-					err = lerr
-					break
-				}
-				lse := logSumExp(row)
-				vals := make([]float64, 0)
-				for _, l := range it.labels {
-					if len(l) > len(nd.path) && equalTokens(l[:len(nd.path)], nd.path) {
-						vals = append(vals, float64(row[l[len(nd.path)]])-lse)
-					}
-				}
-				rows[tokenKey(nd.path)] = vals
-			}
-		}
-		for _, nd := range wave {
-			e.release(nd.seq)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	e.batch.Clear()
-	// Add each label's later tokens, in the order the values were stored.
-	used := map[string]int{}
-	for i, l := range it.labels {
-		for d := 1; d < len(l); d++ {
-			k := tokenKey(l[:d])
-			it.logp[i] += rows[k][used[k]]
-			used[k]++
-		}
-	}
-	return nil
-}
-
-func logSumExp(row []float32) float64 {
-	maxv := float32(math.Inf(-1))
-	for _, v := range row {
-		if v > maxv {
-			maxv = v
-		}
-	}
-	var sum float64
-	for _, v := range row {
-		sum += math.Exp(float64(v - maxv))
-	}
-	return float64(maxv) + math.Log(sum)
-}
-
-// decode runs the current batch and counts it.
-func (e *Engine) decode() error {
-	t := time.Now()
-	err := e.lctx.Decode(e.batch)
-	e.stats.decodeNs.Add(int64(time.Since(t)))
-	e.stats.batches.Add(1)
-	if err == nil {
-		e.stats.evaluated.Add(int64(e.batch.Len()))
-	}
-	return err
-}
-
-// takeSeq takes a free branch sequence.
-func (e *Engine) takeSeq() (int, bool) {
-	if len(e.free) == 0 {
-		return 0, false
-	}
-	s := e.free[len(e.free)-1]
-	e.free = e.free[:len(e.free)-1]
-	return s, true
-}
-
-// release empties a branch sequence and returns it to the pool.
-func (e *Engine) release(seq int) {
-	_ = e.lctx.SeqRemove(seq, -1, -1) // whole-sequence removal cannot fail
-	e.free = append(e.free, seq)
-}
-
-// acquire returns the cache sequence that will hold head, and how many of
-// its leading tokens are already there. Exact and extending hits reuse
-// the entry in place; a partial match copies the common part into a new
-// entry; a miss takes a free or least recently used slot. An entry taken
-// in this sub-round may still have tokens waiting in the batch: copying
-// from it would copy cells that do not exist yet, so flush runs first.
-func (e *Engine) acquire(head []Token, flush func() error) (seq, reuse int, err error) {
-	var best *cacheEntry
-	bestN := 0
-	for _, c := range e.cache {
-		n := commonPrefix(c.tokens, head)
-		if e.recurrent && n < len(c.tokens) {
-			// A recurrent state exists only at the entry's last token: an
-			// entry is reusable only when all of it is a prefix of head.
-			continue
-		}
-		if n > bestN {
-			best, bestN = c, n
-		}
-	}
-	if best != nil && bestN == len(head) {
-		// The whole head is cached (perhaps as the start of a longer
-		// prefix): branches copy [0, len(head)), so read it in place.
-		best.used, best.pinned = e.round, true
-		return best.seq, bestN, nil
-	}
-	if best != nil && bestN == len(best.tokens) && !best.pinned {
-		best.tokens = head
-		best.used, best.pinned = e.round, true
-		e.trimCache(best)
-		return best.seq, bestN, nil
-	}
-	if best != nil && bestN > 0 && !best.pinned && !e.cacheHasRoomBesides(best) {
-		// Every other slot is pinned: take best over in place, keeping
-		// the common part (nothing reads it this sub-round). A recurrent
-		// memory refuses to cut a sequence short; then the entry is
-		// emptied and head prefilled whole.
-		if err := e.lctx.SeqRemove(best.seq, bestN, -1); err != nil {
-			slog.Debug("llamacpp: prefix cache: cannot truncate entry; prefilling it whole", "seq", best.seq, "keep", bestN, "err", err)
-			if err := e.lctx.SeqRemove(best.seq, -1, -1); err != nil {
-				return 0, 0, err
-			}
-			bestN = 0
-		}
-		best.tokens = head
-		best.used, best.pinned = e.round, true
-		e.trimCache(best)
-		return best.seq, bestN, nil
-	}
-	slot := e.cacheSlot(best)
-	ent := &cacheEntry{seq: slot, tokens: head, used: e.round, pinned: true}
-	if best != nil && bestN > 0 {
-		if best.pinned {
-			if err := flush(); err != nil {
-				return 0, 0, err
-			}
-		}
-		if err := e.lctx.SeqCopy(best.seq, slot, 0, bestN); err != nil {
-			slog.Warn("llamacpp: prefix cache: copy of a cached prefix failed; prefilling it whole", "from", best.seq, "to", slot, "tokens", bestN, "err", err)
-			bestN = 0
-		}
-	} else {
-		bestN = 0
-	}
-	e.cache = append(e.cache, ent)
-	e.trimCache(ent)
-	return slot, bestN, nil
-}
-
-// cacheSlot returns an empty cache sequence id, evicting the least
-// recently used unpinned entry when all are taken.
-// cacheHasRoomBesides reports whether a slot can be had without evicting
-// keep: a free slot, or an unpinned entry other than keep.
-func (e *Engine) cacheHasRoomBesides(keep *cacheEntry) bool {
-	if len(e.cache) < e.opts.PrefixCacheSlots {
-		return true
-	}
-	for _, c := range e.cache {
-		if c != keep && !c.pinned {
-			return true
-		}
-	}
-	return false
-}
-
-func (e *Engine) cacheSlot(avoid *cacheEntry) int {
-	usedSlots := map[int]bool{}
-	for _, c := range e.cache {
-		usedSlots[c.seq] = true
-	}
-	for s := 0; s < e.opts.PrefixCacheSlots; s++ {
-		if !usedSlots[s] {
-			_ = e.lctx.SeqRemove(s, -1, -1)
-			return s
-		}
-	}
-	victim := -1
-	for i, c := range e.cache {
-		if !c.pinned && c != avoid && (victim < 0 || c.used < e.cache[victim].used) {
-			victim = i
-		}
-	}
-	if victim < 0 {
-		for i, c := range e.cache { // only avoid is left: evict it after all
-			if !c.pinned && (victim < 0 || c.used < e.cache[victim].used) {
-				victim = i
-			}
-		}
-	}
-	if victim < 0 {
-		// Cannot happen: sub-rounds hold at most PrefixCacheSlots groups.
-		panic("llamacpp: every prefix-cache slot is pinned")
-	}
-	s := e.cache[victim].seq
-	e.cache = append(e.cache[:victim], e.cache[victim+1:]...)
-	_ = e.lctx.SeqRemove(s, -1, -1)
-	return s
-}
-
-// trimCache evicts least recently used entries (never keep, never pinned
-// ones) until the cached tokens fit PrefixCacheTokens.
-func (e *Engine) trimCache(keep *cacheEntry) {
-	for {
-		total := 0
-		for _, c := range e.cache {
-			total += len(c.tokens)
-		}
-		if total <= e.opts.PrefixCacheTokens {
-			return
-		}
-		victim := -1
-		for i, c := range e.cache {
-			if c != keep && !c.pinned && (victim < 0 || c.used < e.cache[victim].used) {
-				victim = i
-			}
-		}
-		if victim < 0 {
-			return
-		}
-		_ = e.lctx.SeqRemove(e.cache[victim].seq, -1, -1)
-		e.cache = append(e.cache[:victim], e.cache[victim+1:]...)
-	}
-}
-
-func commonPrefix(a, b []Token) int {
-	n := min(len(a), len(b))
-	for i := 0; i < n; i++ {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return n
-}
-
 // PromptTokens renders and tokenizes d as Score would and returns the
 // lengths of its state prefix and of the rest, without scoring it.
 func (e *Engine) PromptTokens(d decision.Decision) (prefix, suffix int, err error) {
@@ -1182,7 +498,7 @@ func (e *Engine) PromptTokens(d decision.Decision) (prefix, suffix int, err erro
 	if e.closed.Load() {
 		return 0, 0, engine.ErrClosed
 	}
-	it := e.prepare(&d, map[string][]Token{})
+	it := e.prepare(&d, map[string][]llama.Token{})
 	if it.err != nil {
 		return 0, 0, it.err
 	}

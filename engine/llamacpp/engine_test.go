@@ -5,7 +5,6 @@ package llamacpp
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
+	"github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
 	"github.com/verdict-dev/verdict/model"
 )
 
@@ -133,15 +133,15 @@ func score1(t *testing.T, e *Engine, d decision.Decision) decision.Result {
 // the label's summed log-probability decoded step by step (multi-token).
 func reference(t *testing.T, e *Engine, d decision.Decision) []float64 {
 	t.Helper()
-	it := e.prepare(&d, map[string][]Token{})
+	it := e.prepare(&d, map[string][]llama.Token{})
 	require.NoError(t, it.err)
-	c, err := NewContext(e.model, ContextParams{NCtx: 8192, NBatch: 8192, NUBatch: 512, NSeqMax: 1, Threads: 2, FlashAttention: fa(e.opts.FlashAttention)})
+	c, err := llama.NewContext(e.model, llama.ContextParams{NCtx: 8192, NBatch: 8192, NUBatch: 512, NSeqMax: 1, Threads: 2, FlashAttention: fa(e.opts.FlashAttention)})
 	require.NoError(t, err)
 	defer c.Free()
-	b, err := NewBatch(8192, 1)
+	b, err := llama.NewBatch(8192, 1)
 	require.NoError(t, err)
 	defer b.Free()
-	prompt := append(append([]Token(nil), it.head...), it.tail...)
+	prompt := append(append([]llama.Token(nil), it.head...), it.tail...)
 	for i, tok := range prompt {
 		require.NoError(t, b.Add(tok, i, []int{0}, i == len(prompt)-1))
 	}
@@ -151,7 +151,7 @@ func reference(t *testing.T, e *Engine, d decision.Decision) []float64 {
 	root := append([]float32(nil), row...)
 	// run decodes extra tokens after the prompt, one sequence, after
 	// dropping whatever a previous call appended.
-	run := func(extra []Token) []float32 {
+	run := func(extra []llama.Token) []float32 {
 		require.NoError(t, c.SeqRemove(0, len(prompt), -1))
 		b.Clear()
 		for i, tok := range extra {
@@ -162,6 +162,14 @@ func reference(t *testing.T, e *Engine, d decision.Decision) []float64 {
 		require.NoError(t, err)
 		return append([]float32(nil), row...)
 	}
+	return labelScores(it, root, run)
+}
+
+// labelScores is what the engine reads for it, computed step by step: the
+// logit of each single-token slot in root (the row after the prompt), or
+// each multi-token label's summed log-probability, rowAfter(prefix) giving
+// the row after the prompt and that label prefix.
+func labelScores(it *item, root []float32, rowAfter func(prefix []llama.Token) []float32) []float64 {
 	out := make([]float64, len(it.labels))
 	for i, l := range it.labels {
 		if !it.multi {
@@ -170,7 +178,7 @@ func reference(t *testing.T, e *Engine, d decision.Decision) []float64 {
 		}
 		out[i] = float64(root[l[0]]) - logSumExp(root)
 		for k := 1; k < len(l); k++ {
-			row := run(l[:k])
+			row := rowAfter(l[:k])
 			out[i] += float64(row[l[k]]) - logSumExp(row)
 		}
 	}
@@ -280,7 +288,7 @@ func TestPermutedOptionsFollowTheirSlots(t *testing.T) {
 		// logit of label i's slot token in that permuted prompt.
 		require.Equal(t, p.OptionIDs(), r.OptionIDs)
 		requireClose(t, reference(t, e, p), r.OptionLogits, 1e-3, fmt.Sprint("perm ", perm))
-		it := e.prepare(&p, map[string][]Token{})
+		it := e.prepare(&p, map[string][]llama.Token{})
 		for i, l := range it.labels {
 			piece, err := e.model.Piece(l[0], false)
 			require.NoError(t, err)
@@ -301,9 +309,9 @@ func TestChatTemplates(t *testing.T) {
 		require.Equal(t, "verdict-v1/"+tc.family, r.PromptVersion)
 		requireClose(t, reference(t, e, d), r.OptionLogits, 1e-3, tc.family)
 		// Text that looks like a control token stays text.
-		it := e.prepare(&d, map[string][]Token{})
+		it := e.prepare(&d, map[string][]llama.Token{})
 		controls := 0
-		for _, tok := range append(append([]Token(nil), it.head...), it.tail...) {
+		for _, tok := range append(append([]llama.Token(nil), it.head...), it.tail...) {
 			if e.model.IsControl(tok) {
 				controls++
 			}
@@ -415,7 +423,7 @@ func TestPrefixCacheEvictionAndPartialReuse(t *testing.T) {
 	for _, s := range states {
 		score1(t, e, routing("x", s))
 	}
-	require.LessOrEqual(t, len(e.cache), 2)
+	require.LessOrEqual(t, len(e.cache.entries), 2)
 	// JSON states sharing a leading part reuse the common token prefix.
 	a := routing("a", "x")
 	a.State = decision.State{JSON: json.RawMessage(`{"customer":"acme","plan":"pro","text":"reset my password"}`)}
@@ -543,95 +551,11 @@ func TestModelPinAndOptions(t *testing.T) {
 	require.ErrorContains(t, err, "GGUF")
 }
 
-func TestBindingRefusesInvalidSequences(t *testing.T) {
-	t.Parallel()
-	m, err := LoadModel(tinyPath, ModelParams{UseMmap: true})
-	require.NoError(t, err)
-	defer m.Free()
-	// A split (non-unified) cache: llama.cpp asserts on out-of-range ids
-	// and partial copies there; the binding must refuse them first.
-	c, err := NewContext(m, ContextParams{NCtx: 512, NBatch: 64, NUBatch: 64, NSeqMax: 4, Threads: 1})
-	require.NoError(t, err)
-	defer c.Free()
-	require.ErrorIs(t, c.SeqCopy(0, 4, -1, -1), ErrInvalidSeq)
-	require.ErrorIs(t, c.SeqCopy(-1, 1, -1, -1), ErrInvalidSeq)
-	require.ErrorIs(t, c.SeqCopy(1, 1, -1, -1), ErrInvalidSeq)
-	require.ErrorIs(t, c.SeqCopy(0, 1, 0, 5), ErrInvalidSeq)
-	require.ErrorIs(t, c.SeqCopy(0, 1, 5, 2), ErrInvalidSeq)
-	require.ErrorIs(t, c.SeqRemove(9, -1, -1), ErrInvalidSeq)
-	_, err = c.SeqPosMax(4)
-	require.ErrorIs(t, err, ErrInvalidSeq)
-	_, err = NewContext(m, ContextParams{NCtx: 512, NBatch: 64, NUBatch: 64, NSeqMax: 0, Threads: 1})
-	require.Error(t, err)
-
-	b, err := NewBatch(4, 1)
-	require.NoError(t, err)
-	defer b.Free()
-	require.ErrorIs(t, b.Add(1, 0, []int{300}, false), ErrInvalidSeq)
-	require.ErrorIs(t, b.Add(1, 0, []int{0, 1}, false), ErrInvalidSeq)
-	require.ErrorIs(t, b.Add(1, -1, []int{0}, false), ErrInvalidBatch)
-	require.ErrorIs(t, c.Decode(b), ErrInvalidBatch) // empty
-	require.NoError(t, b.Add(1, 0, []int{3}, false))
-	require.NoError(t, b.Add(5, 1, []int{3}, true))
-	require.NoError(t, b.Add(6, 2, []int{3}, false))
-	require.NoError(t, b.Add(7, 3, []int{3}, false))
-	require.ErrorIs(t, b.Add(8, 4, []int{3}, false), ErrBatchFull)
-	require.NoError(t, c.Decode(b))
-	_, err = c.Logits(0, m.VocabSize())
-	require.ErrorIs(t, err, ErrNoLogits)
-	_, err = c.Logits(7, m.VocabSize())
-	require.ErrorIs(t, err, ErrNoLogits)
-	row, err := c.Logits(1, m.VocabSize())
-	require.NoError(t, err)
-	require.Len(t, row, m.VocabSize())
-	pos, err := c.SeqPosMax(3)
-	require.NoError(t, err)
-	require.Equal(t, 3, pos)
-	// A sequence id beyond the context's is refused before decode.
-	b.Clear()
-	b2, err := NewBatch(2, 1)
-	require.NoError(t, err)
-	defer b2.Free()
-	require.NoError(t, b2.Add(1, 0, []int{10}, true))
-	require.ErrorIs(t, c.Decode(b2), ErrInvalidSeq)
-	// Whole-sequence copy and removal work on the split cache.
-	require.NoError(t, c.SeqCopy(3, 2, -1, -1))
-	require.NoError(t, c.SeqRemove(2, -1, -1))
-	// Use after free is an error, not a crash.
-	b.Free()
-	require.ErrorIs(t, b.Add(1, 0, []int{0}, false), ErrFreed)
-}
-
-func TestTokenizeAndPieces(t *testing.T) {
-	t.Parallel()
-	m, err := LoadModel(tinyPath, ModelParams{UseMmap: true})
-	require.NoError(t, err)
-	defer m.Free()
-	require.Equal(t, 1024, m.VocabSize())
-	toks, err := m.Tokenize("Answer: A", true, false)
-	require.NoError(t, err)
-	require.Equal(t, Token(1), toks[0]) // BOS
-	var text strings.Builder
-	for _, tok := range toks[1:] {
-		p, err := m.Piece(tok, false)
-		require.NoError(t, err)
-		text.WriteString(p)
-	}
-	require.Equal(t, " Answer: A", text.String())
-	_, err = m.Piece(Token(m.VocabSize()), false)
-	require.Error(t, err)
-	arch, ok := m.Meta("general.architecture")
-	require.True(t, ok)
-	require.Equal(t, "llama", arch)
-	_, ok = m.Meta("no.such.key")
-	require.False(t, ok)
-	require.Equal(t, "", m.ChatTemplate())
-	require.NotEmpty(t, m.Description())
-}
-
 func TestErrorsAreSentinels(t *testing.T) {
 	t.Parallel()
-	require.True(t, errors.Is(mapDecodeErr(ErrNoKVSlot), engine.ErrContextFull))
+	err := mapDecodeErr(llama.ErrNoKVSlot)
+	require.ErrorIs(t, err, engine.ErrContextFull)
+	require.ErrorIs(t, err, llama.ErrNoKVSlot, "the cause stays reachable")
 }
 
 func TestManyBranchesInASmallContext(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
 	"github.com/verdict-dev/verdict/model"
 )
 
@@ -47,17 +48,17 @@ func qwen35Tiny(t *testing.T) string {
 // label prefix from scratch: a recurrent state cannot be rolled back).
 func hybridReference(t *testing.T, e *Engine, d decision.Decision) []float64 {
 	t.Helper()
-	it := e.prepare(&d, map[string][]Token{})
+	it := e.prepare(&d, map[string][]llama.Token{})
 	require.NoError(t, it.err)
-	prompt := append(append([]Token(nil), it.head...), it.tail...)
-	rowAfter := func(extra []Token) []float32 {
-		c, err := NewContext(e.model, ContextParams{NCtx: 4096, NBatch: 4096, NUBatch: 512, NSeqMax: 1, Threads: 2})
+	prompt := append(append([]llama.Token(nil), it.head...), it.tail...)
+	rowAfter := func(extra []llama.Token) []float32 {
+		c, err := llama.NewContext(e.model, llama.ContextParams{NCtx: 4096, NBatch: 4096, NUBatch: 512, NSeqMax: 1, Threads: 2})
 		require.NoError(t, err)
 		defer c.Free()
-		b, err := NewBatch(4096, 1)
+		b, err := llama.NewBatch(4096, 1)
 		require.NoError(t, err)
 		defer b.Free()
-		all := append(append([]Token(nil), prompt...), extra...)
+		all := append(append([]llama.Token(nil), prompt...), extra...)
 		for i, tok := range all {
 			require.NoError(t, b.Add(tok, i, []int{0}, i == len(all)-1))
 		}
@@ -66,20 +67,7 @@ func hybridReference(t *testing.T, e *Engine, d decision.Decision) []float64 {
 		require.NoError(t, err)
 		return append([]float32(nil), row...)
 	}
-	root := rowAfter(nil)
-	out := make([]float64, len(it.labels))
-	for i, l := range it.labels {
-		if !it.multi {
-			out[i] = float64(root[l[0]])
-			continue
-		}
-		out[i] = float64(root[l[0]]) - logSumExp(root)
-		for k := 1; k < len(l); k++ {
-			row := rowAfter(l[:k])
-			out[i] += float64(row[l[k]]) - logSumExp(row)
-		}
-	}
-	return out
+	return labelScores(it, rowAfter(nil), rowAfter)
 }
 
 func TestHybridModelIsRecognised(t *testing.T) {
@@ -231,7 +219,7 @@ func TestHybridMultiTokenLabelsAndManyOptions(t *testing.T) {
 	t.Parallel()
 	e := newEngine(t, Options{ModelPath: qwen35Tiny(t)})
 	d := withOptions(routing("many", "Pick the numbered choice that matches this ticket."), 40)
-	it := e.prepare(&d, map[string][]Token{})
+	it := e.prepare(&d, map[string][]llama.Token{})
 	require.NoError(t, it.err)
 	r := score1(t, e, d)
 	require.InDelta(t, 1.0, sum(r.Probabilities), 1e-9)

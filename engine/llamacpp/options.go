@@ -2,10 +2,12 @@ package llamacpp
 
 import (
 	"fmt"
+	"math"
 )
 
 // Options configure an Engine. The zero value of a field means its default,
-// given in the field's comment.
+// given in the field's comment; a value given out of range is refused by
+// New with an error naming the field, never adjusted.
 type Options struct {
 	// ModelPath is the GGUF file to load. Required.
 	ModelPath string
@@ -22,12 +24,13 @@ type Options struct {
 	Threads int
 	// ContextSize is n_ctx in tokens. Defaults to 8192.
 	ContextSize int
-	// BatchSize is n_batch, the most tokens one llama_decode takes. Defaults to 2048.
+	// BatchSize is n_batch, the most tokens one llama_decode takes; at
+	// least MaxSequences. Defaults to 2048.
 	BatchSize int
 	// UBatchSize is n_ubatch, the physical micro-batch. Defaults to 512.
 	UBatchSize int
-	// MaxSequences is n_seq_max, the most KV sequences (branches) at once.
-	// Defaults to 128; 3..256. For recurrent and hybrid models (qwen35, …)
+	// MaxSequences is n_seq_max, the most KV sequences (branches) at once:
+	// 3..256. Defaults to 128. For recurrent and hybrid models (qwen35, …)
 	// every sequence holds a whole recurrent state, so the default is
 	// RecurrentMemory divided by one sequence's measured state (8..128).
 	MaxSequences int
@@ -41,7 +44,8 @@ type Options struct {
 	// Temperature divides option logits before the softmax. Defaults to 1.
 	Temperature float64
 	// PrefixCacheSlots is how many state prefixes stay resident in the KV
-	// cache between requests. Defaults to 16 (at most MaxSequences/2).
+	// cache between requests; it must leave at least 2 of MaxSequences for
+	// branches. Defaults to 16, or MaxSequences/2 when that is less.
 	PrefixCacheSlots int
 	// PrefixCacheTokens bounds the tokens held by resident prefixes; the
 	// least recently used are evicted beyond it. Defaults to ContextSize/2
@@ -55,7 +59,8 @@ type Options struct {
 	// KV cache and are masked out of each other's attention; a smaller
 	// budget wastes less masked attention, a larger one amortizes more
 	// per-call work. It also bounds the state prefixes prefilled together.
-	// Defaults to BatchSize with flash attention, else 256.
+	// At most BatchSize. Defaults to BatchSize with flash attention, else
+	// 256 (or BatchSize when that is less).
 	BranchBatchTokens int
 	// NoPrefixCache drops every state prefix after use, so each request
 	// starts from scratch (benchmarks' "fresh" mode). Defaults to false.
@@ -80,10 +85,7 @@ func (o Options) withDefaults() Options {
 	if o.RecurrentMemory == 0 {
 		o.RecurrentMemory = 1 << 30
 	}
-	def(&o.PrefixCacheSlots, 16)
-	if o.PrefixCacheSlots > o.MaxSequences/2 {
-		o.PrefixCacheSlots = max(1, o.MaxSequences/2)
-	}
+	def(&o.PrefixCacheSlots, min(16, max(1, o.MaxSequences/2)))
 	if o.FlashAttention == "" || o.FlashAttention == "auto" {
 		// Measured on 2-core x86 (see README, Performance): ggml's CPU flash
 		// attention is 1.3-1.75x slower than the plain path for prefill;
@@ -104,14 +106,14 @@ func (o Options) withDefaults() Options {
 	def(&o.PrefixCacheTokens, o.ContextSize/2)
 	def(&o.MaxRoundDecisions, 256)
 	def(&o.BranchBatchTokens, o.BatchSize)
-	o.BranchBatchTokens = min(o.BranchBatchTokens, o.BatchSize)
 	if o.Temperature == 0 {
 		o.Temperature = 1
 	}
 	return o
 }
 
-// validate names the first bad field.
+// validate names the first bad field of options with defaults filled in
+// (defaults only replace zero values, so every value it refuses was given).
 func (o Options) validate() error {
 	switch {
 	case o.ModelPath == "":
@@ -120,18 +122,24 @@ func (o Options) validate() error {
 		return fmt.Errorf("llamacpp: Options.Threads must be >= 1, got %d", o.Threads)
 	case o.ContextSize < 64:
 		return fmt.Errorf("llamacpp: Options.ContextSize must be >= 64, got %d", o.ContextSize)
-	case o.BatchSize < 1 || o.UBatchSize < 1 || o.UBatchSize > o.BatchSize:
-		return fmt.Errorf("llamacpp: Options.BatchSize (%d) and UBatchSize (%d) must be >= 1 with UBatchSize <= BatchSize", o.BatchSize, o.UBatchSize)
+	case o.BatchSize < 1:
+		return fmt.Errorf("llamacpp: Options.BatchSize must be >= 1, got %d", o.BatchSize)
+	case o.UBatchSize < 1 || o.UBatchSize > o.BatchSize:
+		return fmt.Errorf("llamacpp: Options.UBatchSize must be 1..BatchSize (%d), got %d", o.BatchSize, o.UBatchSize)
 	case o.MaxSequences < 3 || o.MaxSequences > 256:
 		return fmt.Errorf("llamacpp: Options.MaxSequences must be 3..256, got %d", o.MaxSequences)
-	case o.PrefixCacheSlots < 1 || o.PrefixCacheSlots >= o.MaxSequences:
-		return fmt.Errorf("llamacpp: Options.PrefixCacheSlots must be 1..MaxSequences-1, got %d", o.PrefixCacheSlots)
+	case o.BatchSize < o.MaxSequences:
+		// llama.cpp (upstream) reserves an output row per sequence within
+		// n_batch and aborts the process when they do not fit.
+		return fmt.Errorf("llamacpp: Options.BatchSize must be >= MaxSequences (%d), got %d", o.MaxSequences, o.BatchSize)
+	case o.ContextSize < o.MaxSequences:
+		return fmt.Errorf("llamacpp: Options.ContextSize must be >= MaxSequences (%d) (n_batch is at most n_ctx), got %d", o.MaxSequences, o.ContextSize)
+	case o.PrefixCacheSlots < 1 || o.PrefixCacheSlots > o.MaxSequences-2:
+		return fmt.Errorf("llamacpp: Options.PrefixCacheSlots must be 1..MaxSequences-2 (%d), leaving 2 branch sequences, got %d", o.MaxSequences-2, o.PrefixCacheSlots)
 	case o.PrefixCacheTokens < 0:
 		return fmt.Errorf("llamacpp: Options.PrefixCacheTokens must be >= 0, got %d", o.PrefixCacheTokens)
-	case o.BranchBatchTokens < 1:
-		return fmt.Errorf("llamacpp: Options.BranchBatchTokens must be >= 1, got %d", o.BranchBatchTokens)
-	case o.MaxSequences-o.PrefixCacheSlots < 2:
-		return fmt.Errorf("llamacpp: Options.MaxSequences (%d) must leave at least 2 branch sequences beside PrefixCacheSlots (%d)", o.MaxSequences, o.PrefixCacheSlots)
+	case o.BranchBatchTokens < 1 || o.BranchBatchTokens > o.BatchSize:
+		return fmt.Errorf("llamacpp: Options.BranchBatchTokens must be 1..BatchSize (%d), got %d", o.BatchSize, o.BranchBatchTokens)
 	case o.MaxRoundDecisions < 1:
 		return fmt.Errorf("llamacpp: Options.MaxRoundDecisions must be >= 1, got %d", o.MaxRoundDecisions)
 	case o.RecurrentMemory < 0:
@@ -142,8 +150,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("llamacpp: Options.FlashAttention must be auto, on or off, got %q", o.FlashAttention)
 	case o.GPULayers < -1:
 		return fmt.Errorf("llamacpp: Options.GPULayers must be -1 (all) or >= 0, got %d", o.GPULayers)
-	case o.Temperature < 0:
-		return fmt.Errorf("llamacpp: Options.Temperature must be > 0, got %v", o.Temperature)
+	case o.Temperature < 0 || math.IsNaN(o.Temperature) || math.IsInf(o.Temperature, 0):
+		return fmt.Errorf("llamacpp: Options.Temperature must be a finite number > 0, got %v", o.Temperature)
 	}
 	return nil
 }

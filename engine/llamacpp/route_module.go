@@ -2,13 +2,9 @@
 
 package llamacpp
 
-// The module route: llama.cpp and ggml as the Go module
-// github.com/ollama/ollama v0.17.4 vendors them, compiled by cgo. Its
-// llama.h has no llama_version, so the version is named here.
-
-import (
-	_ "github.com/ollama/ollama/llama/llama.cpp/src" // compiles llama.cpp, ggml and the CPU backend
-)
+// The module route: llama.cpp as the Go module github.com/ollama/ollama
+// v0.17.4 vendors it (internal/llama compiles it). Its llama.h has no
+// llama_version, so the version is named here.
 
 // Route names the llama.cpp this binary links.
 const Route = RouteModule

@@ -2,20 +2,12 @@
 
 package llamacpp
 
-// The upstream route: the pinned llama.cpp release (scripts/llama.cpp/pin)
-// built with CMake into a prefix; the Makefile passes its include and
-// library paths through CGO_CPPFLAGS and CGO_LDFLAGS (LLAMA=upstream).
+import "github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
 
-/*
-#cgo CPPFLAGS: -DVERDICT_LLAMA_UPSTREAM
-#include "llama.h"
-#include "verdict-pin.h"
-*/
-import "C"
+// The upstream route: the pinned llama.cpp release (scripts/llama.cpp/pin)
+// built with CMake (internal/llama links it).
 
 // Route names the llama.cpp this binary links.
 const Route = RouteUpstream
 
-func llamaVersion() string {
-	return "llama.cpp " + C.GoString(C.llama_version()) + ", pinned " + C.VERDICT_LLAMA_PIN_TAG + " tree " + C.VERDICT_LLAMA_PIN_TREE[:12]
-}
+func llamaVersion() string { return llama.UpstreamVersion() }

@@ -11,9 +11,10 @@ import (
 	"github.com/verdict-dev/verdict/decision"
 )
 
-// Per-item fallback runs each decision on the cache the previous ones left:
-// a decision that fits the context alone fails as too_large.
-func TestRegressionFallbackNotOnCleanCache(t *testing.T) {
+// A decision that fits the context alone is scored even when earlier
+// states fill the prefix cache: the per-decision fallback runs it on a
+// clean cache.
+func TestFitsAloneAfterOtherStatesFilledTheCache(t *testing.T) {
 	e := newEngine(t, Options{ContextSize: 512})
 	var big decision.Decision
 	var p, s int
@@ -33,15 +34,15 @@ func TestRegressionFallbackNotOnCleanCache(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		score1(t, e, routing(fmt.Sprint("o", i), fmt.Sprintf("Other state number %d with some words in it.", i)))
 	}
-	t.Logf("cache entries %d", len(e.cache))
+	t.Logf("cache entries %d", len(e.cache.entries))
 	rs, err := e.Score(context.Background(), []decision.Decision{big})
 	require.NoError(t, err)
 	require.Nil(t, rs[0].Error, "%+v", rs[0].Error)
 }
 
-// A decision that fits the context alone, scored in one call with a few
-// decisions about other states, comes back too_large.
-func TestRegressionFitsAloneFailsInCompany(t *testing.T) {
+// A decision that fits the context alone is scored in one call with a few
+// decisions about other states, not answered too_large.
+func TestFitsAloneInCompanyOfOtherStates(t *testing.T) {
 	e := newEngine(t, Options{ContextSize: 512})
 	var big decision.Decision
 	for n := 30; n >= 3; n-- {

@@ -5,47 +5,27 @@ package llamacpp
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/verdict-dev/verdict/decision"
-	"github.com/verdict-dev/verdict/engine"
 )
 
-// Score after Close answers ErrClosed at once (the window where a caller
-// passed the closed check and enqueued after the loop had drained is
-// closed by Engine.life; TestRegressionCloseUnderLoad races it for real).
-func TestRegressionScoreRacingCloseHangs(t *testing.T) {
-	e, err := New(Options{ModelPath: tinyPath})
-	require.NoError(t, err)
-	require.NoError(t, e.Close())
-	hung := 0
-	for i := 0; i < 20; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		_, err := e.Score(ctx, []decision.Decision{routing("x", "s")})
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) {
-			hung++
-		} else {
-			require.ErrorIs(t, err, engine.ErrClosed)
-		}
-	}
-	require.Zero(t, hung, "Score calls that would wait forever without a deadline")
-}
-
-func TestRegressionNegativeBranchBatchSpins(t *testing.T) {
+// New refuses options out of range (a negative branch budget would spin
+// the decode loop) before it loads anything.
+func TestNewRefusesOptionsOutOfRange(t *testing.T) {
 	_, err := New(Options{ModelPath: tinyPath, BranchBatchTokens: -1})
 	require.ErrorContains(t, err, "BranchBatchTokens")
 	_, err = New(Options{ModelPath: tinyPath, MaxSequences: 2})
 	require.ErrorContains(t, err, "MaxSequences")
 }
 
-func TestRegressionBranchBatchAboveNBatch(t *testing.T) {
+// A branch budget above the context's n_batch (llama.cpp caps n_batch at
+// n_ctx) still scores a fan-out in one sub-round, without a failed decode
+// and retry.
+func TestBranchBudgetAboveNBatchStaysInOneSubRound(t *testing.T) {
 	e := newEngine(t, Options{ContextSize: 256, FlashAttention: "on"})
-	t.Logf("branch %d n_batch %d n_ctx %d", e.opts.BranchBatchTokens, e.lctx.NBatch(), e.lctx.NCtx())
 	var ds []decision.Decision
 	for i := 0; i < 12; i++ {
 		d := routing(fmt.Sprint("q", i), "S.")
@@ -53,19 +33,28 @@ func TestRegressionBranchBatchAboveNBatch(t *testing.T) {
 		d.Options = []decision.Option{{ID: "a"}, {ID: "b"}}
 		ds = append(ds, d)
 	}
-	p, s, err := e.PromptTokens(ds[0])
-	require.NoError(t, err)
-	t.Logf("head %d tail %d", p, s)
-	rs, err := e.Score(context.Background(), ds)
-	require.NoError(t, err)
-	for _, r := range rs {
-		require.Nil(t, r.Error)
-	}
-	st := e.Stats()
-	require.Equal(t, int64(1), st.PrefixHits+st.PrefixMisses, "one group, one acquire; more means the sub-round failed and was retried")
+	requireOneSubRound(t, e, ds)
 }
 
-func TestRegressionMultiTokenLabelsSmallSeqMax(t *testing.T) {
+// requireOneSubRound scores ds, decisions about one state, and requires
+// every one scored in a single sub-round: one group, one acquire; more
+// means the sub-round failed and was retried.
+func requireOneSubRound(t *testing.T, e *Engine, ds []decision.Decision) {
+	t.Helper()
+	p, s, err := e.PromptTokens(ds[0])
+	require.NoError(t, err)
+	t.Logf("head %d tail %d branch %d n_batch %d n_ctx %d", p, s, e.opts.BranchBatchTokens, e.lctx.NBatch(), e.lctx.NCtx())
+	rs, err := e.Score(context.Background(), ds)
+	require.NoError(t, err)
+	for i, r := range rs {
+		require.Nil(t, r.Error, "%s: %+v", ds[i].ID, r.Error)
+	}
+	st := e.Stats()
+	require.Equal(t, int64(1), st.PrefixHits+st.PrefixMisses, "the sub-round failed and was retried")
+}
+
+// Multi-token labels expand with only two branch sequences.
+func TestMultiTokenLabelsWithTwoBranchSequences(t *testing.T) {
 	e := newEngine(t, Options{MaxSequences: 3}) // one cache slot, two branch sequences
 	d := withOptions(routing("m", "State."), 30)
 	rs, err := e.Score(context.Background(), []decision.Decision{d})
@@ -73,7 +62,10 @@ func TestRegressionMultiTokenLabelsSmallSeqMax(t *testing.T) {
 	require.Nil(t, rs[0].Error, "%+v", rs[0].Error)
 }
 
-func TestRegressionMultiTokenStarvation(t *testing.T) {
+// Several multi-token decisions share three branch sequences: one keeps a
+// sequence free for label branches, so none starves and no sub-round
+// fails.
+func TestMultiTokenDecisionsDoNotStarveForSequences(t *testing.T) {
 	e := newEngine(t, Options{MaxSequences: 6, BranchBatchTokens: 1024}) // 3 cache slots, 3 branch seqs
 	var ds []decision.Decision
 	for i := 0; i < 4; i++ {
@@ -84,21 +76,13 @@ func TestRegressionMultiTokenStarvation(t *testing.T) {
 		}
 		ds = append(ds, d)
 	}
-	p, s, _ := e.PromptTokens(ds[0])
-	t.Logf("head %d tail %d branch %d", p, s, e.opts.BranchBatchTokens)
-	rs, err := e.Score(context.Background(), ds)
-	require.NoError(t, err)
-	for _, r := range rs {
-		require.Nil(t, r.Error)
-	}
-	st := e.Stats()
-	require.Equal(t, int64(1), st.PrefixHits+st.PrefixMisses, "retried after a failed sub-round")
+	requireOneSubRound(t, e, ds)
 }
 
-// When every slot is taken, cacheSlot may evict the very entry acquire
-// chose to copy from; the copy then fails (src == dst) and the whole head
-// is re-evaluated.
-func TestRegressionEvictsTheBestMatch(t *testing.T) {
+// With every cache slot taken, a state that shares a leading part with a
+// cached one reuses that part: the slot freed for it is another entry's,
+// never the one it copies from.
+func TestPrefixCacheFullReusesTheBestMatch(t *testing.T) {
 	e := newEngine(t, Options{PrefixCacheSlots: 2, PrefixCacheTokens: 10000})
 	mk := func(text string) decision.Decision {
 		d := routing("j", "x")

@@ -1,6 +1,6 @@
 //go:build llamacpp
 
-package llamacpp
+package llama
 
 /*
 #cgo CXXFLAGS: -std=c++17
@@ -78,9 +78,6 @@ import (
 	"unsafe"
 )
 
-// Token is a vocabulary id.
-type Token int32
-
 // Sentinel errors of the binding. llama_decode's return codes map onto them.
 var (
 	ErrNoKVSlot     = errors.New("llamacpp: no KV cache slot for the batch (context full)")
@@ -116,19 +113,32 @@ func initBackend() {
 	})
 }
 
-// Info initialises the backends (loading extra ones from
-// VERDICT_GGML_LIB_PATH) and describes the build.
-func Info() BuildInfo {
+// SystemInfo is llama.cpp's system info line: the SIMD features the CPU
+// backend was compiled with (AVX2 = 1 | …). It initialises the backends.
+func SystemInfo() string {
 	initBackend()
-	bi := BuildInfo{Route: Route, LlamaCpp: llamaVersion(), CPUFeatures: strings.TrimSpace(C.GoString(C.llama_print_system_info()))}
+	return strings.TrimSpace(C.GoString(C.llama_print_system_info()))
+}
+
+// Device is a ggml compute device registered in this process.
+type Device struct {
+	Name, Description string
+	Kind              string // cpu, gpu, accel or other
+}
+
+// Devices lists the ggml devices registered in this process. It
+// initialises the backends (loading extra ones from VERDICT_GGML_LIB_PATH).
+func Devices() []Device {
+	initBackend()
 	buf := make([]C.char, 16<<10)
 	C.verdict_devices(&buf[0], C.size_t(len(buf)))
+	var out []Device
 	for _, line := range strings.Split(C.GoString(&buf[0]), "\n") {
 		if f := strings.Split(line, "\t"); len(f) == 3 {
-			bi.Devices = append(bi.Devices, Device{Name: f[0], Description: f[1], Kind: f[2]})
+			out = append(out, Device{Name: f[0], Description: f[1], Kind: f[2]})
 		}
 	}
-	return bi
+	return out
 }
 
 var logBuf struct {

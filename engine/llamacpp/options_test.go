@@ -1,0 +1,87 @@
+package llamacpp
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Options given out of range are refused with the field's name, never
+// adjusted; zero values take their defaults.
+func TestOptionsRefuseValuesOutOfRange(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		o     Options
+		field string // "" = valid
+	}{
+		{"defaults", Options{}, ""},
+		{"no model", Options{ModelPath: "-"}, ""},
+		{"negative threads", Options{Threads: -2}, "Options.Threads"},
+		{"tiny context", Options{ContextSize: 32}, "Options.ContextSize"},
+		{"negative batch", Options{BatchSize: -1}, "Options.BatchSize"},
+		{"ubatch above batch", Options{BatchSize: 256, UBatchSize: 512}, "Options.UBatchSize"},
+		{"batch below the sequences", Options{BatchSize: 32, UBatchSize: 32}, "Options.BatchSize"},
+		{"context below the sequences", Options{ContextSize: 64, MaxSequences: 128}, "Options.ContextSize"},
+		{"small batch, few sequences", Options{BatchSize: 32, UBatchSize: 32, MaxSequences: 16}, ""},
+		{"two sequences", Options{MaxSequences: 2}, "Options.MaxSequences"},
+		{"too many sequences", Options{MaxSequences: 300}, "Options.MaxSequences"},
+		{"cache slots leave one branch", Options{MaxSequences: 8, PrefixCacheSlots: 7}, "Options.PrefixCacheSlots"},
+		{"cache slots above half the sequences are honoured", Options{MaxSequences: 8, PrefixCacheSlots: 6}, ""},
+		{"negative cache slots", Options{PrefixCacheSlots: -1}, "Options.PrefixCacheSlots"},
+		{"negative cache tokens", Options{PrefixCacheTokens: -1}, "Options.PrefixCacheTokens"},
+		{"negative branch budget", Options{BranchBatchTokens: -1}, "Options.BranchBatchTokens"},
+		{"branch budget above the batch", Options{BatchSize: 512, UBatchSize: 512, BranchBatchTokens: 1024}, "Options.BranchBatchTokens"},
+		{"negative round", Options{MaxRoundDecisions: -1}, "Options.MaxRoundDecisions"},
+		{"negative recurrent memory", Options{RecurrentMemory: -1}, "Options.RecurrentMemory"},
+		{"negative pending", Options{MaxPending: -5}, "Options.MaxPending"},
+		{"unknown flash attention", Options{FlashAttention: "sometimes"}, "Options.FlashAttention"},
+		{"gpu layers below -1", Options{GPULayers: -2}, "Options.GPULayers"},
+		{"negative temperature", Options{Temperature: -1}, "Options.Temperature"},
+		{"NaN temperature", Options{Temperature: math.NaN()}, "Options.Temperature"},
+		{"infinite temperature", Options{Temperature: math.Inf(1)}, "Options.Temperature"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.o
+			if o.ModelPath == "" {
+				o.ModelPath = "m.gguf"
+			} else if o.ModelPath == "-" {
+				o.ModelPath = ""
+				tc.field = "Options.ModelPath"
+			}
+			err := o.withDefaults().validate()
+			if tc.field == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.field)
+		})
+	}
+}
+
+// Given values stay as given; only zero values take defaults, and derived
+// defaults follow the fields they derive from.
+func TestOptionsDefaultsOnlyForUnset(t *testing.T) {
+	t.Parallel()
+	d := Options{}.withDefaults()
+	require.Equal(t, 8192, d.ContextSize)
+	require.Equal(t, 2048, d.BatchSize)
+	require.Equal(t, 512, d.UBatchSize)
+	require.Equal(t, 128, d.MaxSequences)
+	require.Equal(t, 16, d.PrefixCacheSlots)
+	require.Equal(t, "off", d.FlashAttention)
+	require.Equal(t, 256, d.BranchBatchTokens)
+	require.Equal(t, 1024, d.PrefixCacheTokens)
+	require.Equal(t, 1.0, d.Temperature)
+	require.Equal(t, int64(1<<30), d.RecurrentMemory)
+
+	require.Equal(t, 3, Options{MaxSequences: 6}.withDefaults().PrefixCacheSlots, "default slots: half the sequences")
+	require.Equal(t, 6, Options{MaxSequences: 8, PrefixCacheSlots: 6}.withDefaults().PrefixCacheSlots, "given slots kept")
+	require.Equal(t, 200, Options{BatchSize: 200, UBatchSize: 200}.withDefaults().BranchBatchTokens)
+	require.Equal(t, 1024, Options{BatchSize: 512, UBatchSize: 512, BranchBatchTokens: 1024}.withDefaults().BranchBatchTokens, "given budget kept (and refused by validate)")
+	on := Options{GPULayers: -1}.withDefaults()
+	require.Equal(t, "on", on.FlashAttention)
+	require.Equal(t, 2048, on.BranchBatchTokens)
+	require.Equal(t, 4096, on.PrefixCacheTokens)
+}

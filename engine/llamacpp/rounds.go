@@ -1,0 +1,707 @@
+//go:build llamacpp
+
+package llamacpp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/verdict-dev/verdict/engine"
+	"github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
+)
+
+// loop is the decode loop: the only goroutine that touches the context.
+func (e *Engine) loop() {
+	defer close(e.done)
+	for {
+		select {
+		case <-e.quit:
+			e.drainClosed()
+			return
+		case j := <-e.jobs:
+			round := []*job{j}
+			n := len(j.items)
+		more:
+			for n < e.opts.MaxRoundDecisions {
+				select {
+				case j2 := <-e.jobs:
+					round = append(round, j2)
+					n += len(j2.items)
+				default:
+					break more
+				}
+			}
+			e.runRoundSafe(round)
+			for _, j := range round {
+				e.pending.Add(-int64(len(j.items)))
+				close(j.done)
+			}
+		}
+	}
+}
+
+func (e *Engine) drainClosed() {
+	for {
+		select {
+		case j := <-e.jobs:
+			for _, it := range j.items {
+				if it.err == nil {
+					it.err = engine.ErrClosed
+				}
+			}
+			e.pending.Add(-int64(len(j.items)))
+			close(j.done)
+		default:
+			return
+		}
+	}
+}
+
+// runRoundSafe runs a round, turning a panic into per-decision errors and
+// a reset of the KV state so that the loop goes on.
+func (e *Engine) runRoundSafe(round []*job) {
+	defer func() {
+		if p := recover(); p != nil {
+			slog.Error("llamacpp: panic in decode loop", "panic", p, "stack", string(debug.Stack()))
+			for _, j := range round {
+				for _, it := range j.items {
+					if !it.doneScore && it.err == nil {
+						it.err = fmt.Errorf("llamacpp: internal error: %v", p)
+					}
+				}
+			}
+			e.resetKV()
+		}
+	}()
+	e.runRound(round)
+}
+
+// runRound scores every live item of the round: grouped by state prefix,
+// in sub-rounds of at most PrefixCacheSlots groups.
+func (e *Engine) runRound(round []*job) {
+	e.cache.newRound()
+	now := time.Now()
+	type group struct {
+		head  []llama.Token
+		items []*item
+	}
+	var groups []*group
+	byHead := map[string]*group{}
+	for _, j := range round {
+		for _, it := range j.items {
+			it.queued = now.Sub(j.enqueued)
+			it.ctx = j.ctx
+			if !e.live(it) {
+				continue
+			}
+			e.stats.submitted.Add(int64(len(it.head) + len(it.tail)))
+			k := tokenKey(it.head)
+			g, ok := byHead[k]
+			if !ok {
+				g = &group{head: it.head}
+				byHead[k] = g
+				groups = append(groups, g)
+			}
+			g.items = append(g.items, it)
+		}
+	}
+	// Sub-rounds: at most PrefixCacheSlots groups, and heads to prefill
+	// within BranchBatchTokens (at least one group), so that the cells
+	// every decode attends over stay few.
+	slots := e.opts.PrefixCacheSlots
+	for start := 0; start < len(groups); {
+		end, tokens := start, 0
+		for end < len(groups) && end-start < slots && (end == start || tokens+len(groups[end].head) <= e.opts.BranchBatchTokens) {
+			tokens += len(groups[end].head)
+			end++
+		}
+		sub := groups[start:end]
+		start = end
+		heads := make([][]llama.Token, len(sub))
+		members := make([][]*item, len(sub))
+		for i, g := range sub {
+			heads[i], members[i] = g.head, g.items
+		}
+		if err := e.subRound(heads, members); err != nil {
+			// Retry once on a clean KV state, then one decision at a time,
+			// so that a failure stays with the decisions that cause it.
+			slog.Warn("llamacpp: decode failed; retrying on a clean cache", "err", err)
+			e.resetKV()
+			e.resetItems(members)
+			if err := e.subRound(heads, members); err != nil {
+				e.resetKV()
+				e.resetItems(members)
+				for i := range sub {
+					for _, it := range members[i] {
+						e.resetKV() // alone on an empty cache: what fits alone is scored
+						if err := e.subRound([][]llama.Token{it.head}, [][]*item{{it}}); err != nil {
+							it.err = mapDecodeErr(err)
+						}
+					}
+				}
+				e.resetKV()
+			}
+		}
+	}
+	for _, g := range groups {
+		for _, it := range g.items {
+			if it.doneScore {
+				e.stats.decisions.Add(1)
+			}
+		}
+	}
+}
+
+func mapDecodeErr(err error) error {
+	if errors.Is(err, llama.ErrNoKVSlot) {
+		return fmt.Errorf("%w: %w", engine.ErrContextFull, err)
+	}
+	return err
+}
+
+func (e *Engine) resetItems(members [][]*item) {
+	for _, its := range members {
+		for _, it := range its {
+			it.cursor, it.evaluated, it.logp, it.doneScore, it.hasSeq = 0, 0, nil, false, false
+		}
+	}
+}
+
+// resetKV empties the KV memory and the prefix cache.
+func (e *Engine) resetKV() {
+	e.lctx.Clear()
+	e.cache.forget()
+	e.free = e.free[:0]
+	for s := e.opts.PrefixCacheSlots; s < e.lctx.NSeqMax(); s++ {
+		e.free = append(e.free, s)
+	}
+	e.batch.Clear()
+}
+
+func tokenKey(ts []llama.Token) string {
+	var b strings.Builder
+	b.Grow(len(ts) * 4)
+	for _, t := range ts {
+		b.WriteByte(byte(t))
+		b.WriteByte(byte(t >> 8))
+		b.WriteByte(byte(t >> 16))
+		b.WriteByte(byte(t >> 24))
+	}
+	return b.String()
+}
+
+// subRound prefills each head once (reusing cached prefixes), then decodes
+// every member's tail in a branch copied from its head, packing branches
+// of all groups into shared batches. Work stops within one decode call of
+// a caller giving up or the engine closing (see live).
+func (e *Engine) subRound(heads [][]llama.Token, members [][]*item) error {
+	e.cache.unpinAll()
+	headSeq, err := e.prefill(heads, members)
+	if err != nil {
+		return err
+	}
+	if err := e.decodeBranches(headSeq, members); err != nil {
+		return err
+	}
+	e.cache.unpinAll()
+	if e.opts.NoPrefixCache {
+		e.cache.dropAll()
+	}
+	return nil
+}
+
+// live reports whether an item is still to be scored. One whose caller
+// gave up (its context's cause) or whose engine is closing
+// (engine.ErrClosed) gets that as its error and stops.
+func (e *Engine) live(it *item) bool {
+	if it.err != nil || it.doneScore {
+		return false
+	}
+	select {
+	case <-e.quit:
+		it.err = engine.ErrClosed
+		return false
+	default:
+	}
+	if it.ctx == nil {
+		return true
+	}
+	if err := context.Cause(it.ctx); err != nil {
+		it.err = err
+		return false
+	}
+	return true
+}
+
+// anyLive reports whether any of its is still to be scored.
+func (e *Engine) anyLive(its []*item) bool {
+	live := false
+	for _, it := range its {
+		live = e.live(it) || live // every item's stop is recorded
+	}
+	return live
+}
+
+// prefilling is a head whose tokens are being decoded into cache sequence
+// seq: [0, decoded) are in the KV memory, [decoded, added) wait in the
+// batch.
+type prefilling struct {
+	group, seq, decoded, added int
+}
+
+// prefill puts every head with a live member into a cache sequence,
+// decoding what the cache does not hold yet, and returns each head's
+// sequence (-1 for a head left out). A batch none of whose heads has a
+// live member is dropped undecoded, and a head whose members all stop is
+// cut back to what was decoded, so that stopped work ends within one
+// decode call.
+func (e *Engine) prefill(heads [][]llama.Token, members [][]*item) ([]int, error) {
+	headSeq := make([]int, len(heads))
+	var inBatch []*prefilling
+	e.batch.Clear()
+	// A cache sequence is live while a group that reads it has a live
+	// member (groups may share one: a head that is the start of another).
+	seqLive := func(seq int) bool {
+		for g, s := range headSeq {
+			if s == seq && e.anyLive(members[g]) {
+				return true
+			}
+		}
+		return false
+	}
+	flush := func() error {
+		if e.batch.Len() == 0 {
+			return nil
+		}
+		live := false
+		for _, h := range inBatch {
+			live = seqLive(h.seq) || live
+		}
+		if live {
+			if err := e.decode(); err != nil {
+				return err
+			}
+		}
+		for _, h := range inBatch {
+			if live {
+				h.decoded = h.added
+			}
+			if !seqLive(h.seq) {
+				e.cache.cut(h.seq, h.decoded)
+				for g, s := range headSeq {
+					if s == h.seq {
+						headSeq[g] = -1
+					}
+				}
+			}
+		}
+		e.batch.Clear()
+		inBatch = inBatch[:0]
+		return nil
+	}
+	for gi, head := range heads {
+		headSeq[gi] = -1
+		live := 0
+		for _, it := range members[gi] {
+			if e.live(it) {
+				live++
+			}
+		}
+		if live == 0 {
+			continue
+		}
+		seq, reuse, err := e.cache.acquire(head, flush)
+		if err != nil {
+			return nil, err
+		}
+		headSeq[gi] = seq
+		if reuse > 0 {
+			e.stats.hits.Add(1)
+		} else {
+			e.stats.misses.Add(1)
+		}
+		e.stats.saved.Add(int64(reuse + len(head)*(live-1)))
+		for _, it := range members[gi] {
+			if it.err == nil {
+				it.evaluated += len(head) - reuse // the first live member pays for the head
+				break
+			}
+		}
+		h := &prefilling{group: gi, seq: seq, decoded: reuse, added: reuse}
+		for h.added < len(head) {
+			if e.batch.Len() == e.batch.Cap() {
+				if err := flush(); err != nil {
+					return nil, err
+				}
+				if headSeq[gi] < 0 {
+					break
+				}
+			}
+			if len(inBatch) == 0 || inBatch[len(inBatch)-1] != h {
+				inBatch = append(inBatch, h)
+			}
+			if err := e.batch.Add(head[h.added], h.added, []int{seq}, false); err != nil {
+				return nil, err
+			}
+			h.added++
+		}
+	}
+	return headSeq, flush()
+}
+
+// branchSlot is an item whose last tail token is at batch index idx.
+type branchSlot struct {
+	it  *item
+	idx int
+}
+
+// branches decodes the tails of a sub-round's items: each item gets a
+// branch sequence copied from its head's, then its tail tokens, logits on
+// the last one; tails of many items share each decode call.
+type branches struct {
+	e       *Engine
+	start   time.Time
+	headSeq map[*item]int // the cache sequence of each item's head
+	reserve int           // sequences kept free for multi-token labels
+	fed     []*item       // items with tokens in the batch
+	last    []branchSlot  // items whose last tail token is in the batch
+	active  []*item       // items holding a branch
+}
+
+// decodeBranches scores every live member whose head was prefilled into
+// headSeq.
+func (e *Engine) decodeBranches(headSeq []int, members [][]*item) error {
+	b := &branches{e: e, start: time.Now(), headSeq: map[*item]int{}}
+	var queue []*item
+	for gi, its := range members {
+		for _, it := range its {
+			if headSeq[gi] >= 0 && e.live(it) {
+				queue = append(queue, it)
+				b.headSeq[it] = headSeq[gi]
+				if it.multi {
+					// Keep one sequence free for label branches.
+					b.reserve = 1
+				}
+			}
+		}
+	}
+	e.batch.Clear()
+	for len(queue) > 0 {
+		it := queue[0]
+		if !it.hasSeq {
+			if !e.live(it) {
+				queue = queue[1:]
+				continue
+			}
+			if err := b.branch(it); err != nil {
+				return err
+			}
+		}
+		room := e.opts.BranchBatchTokens - e.batch.Len()
+		n := min(room, len(it.tail)-it.cursor)
+		// Keep the cells in use within the context: finish the branches
+		// in flight before starting more, rather than overflowing the KV
+		// cache and falling back to the slow retry path.
+		if room <= 0 || (e.batch.Len() > 0 && len(b.active) > 1 && e.cellsInUse(b.active)+n > e.lctx.NCtx()) {
+			if err := b.flush(); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := b.feed(it, n); err != nil {
+			return err
+		}
+		if it.cursor == len(it.tail) {
+			queue = queue[1:]
+		}
+	}
+	return b.flush()
+}
+
+// branch gives it a branch sequence holding its head, flushing the batch
+// first when no sequence is free.
+func (b *branches) branch(it *item) error {
+	e := b.e
+	seq, ok := b.takeSeq()
+	if !ok {
+		if err := b.flush(); err != nil {
+			return err
+		}
+		if seq, ok = b.takeSeq(); !ok {
+			return fmt.Errorf("llamacpp: no free sequence for a branch")
+		}
+	}
+	it.seq, it.hasSeq = seq, true
+	b.active = append(b.active, it)
+	return e.lctx.SeqCopy(b.headSeq[it], seq, 0, len(it.head))
+}
+
+// takeSeq takes a free branch sequence, leaving the reserve.
+func (b *branches) takeSeq() (int, bool) {
+	if len(b.e.free) <= b.reserve {
+		return 0, false
+	}
+	return b.e.takeSeq()
+}
+
+// feed adds the next n tail tokens of it to the batch.
+func (b *branches) feed(it *item, n int) error {
+	e := b.e
+	if n > 0 {
+		b.fed = append(b.fed, it)
+	}
+	for k := 0; k < n; k++ {
+		p := it.cursor + k
+		lastTok := p == len(it.tail)-1
+		if err := e.batch.Add(it.tail[p], len(it.head)+p, []int{it.seq}, lastTok); err != nil {
+			return err
+		}
+		if lastTok {
+			b.last = append(b.last, branchSlot{it: it, idx: e.batch.Len() - 1})
+		}
+	}
+	it.cursor += n
+	it.evaluated += n
+	return nil
+}
+
+// flush decodes the batch (unless none of its items is live any more),
+// reads the logits of the tails that ended in it, and then frees the
+// branches of stopped and of finished items: finished single-token ones
+// first, so that multi-token ones have sequences to expand their labels
+// into.
+func (b *branches) flush() error {
+	e := b.e
+	if e.batch.Len() == 0 {
+		return nil
+	}
+	live := false
+	for _, it := range b.fed {
+		live = e.live(it) || live
+	}
+	if live {
+		if err := e.decode(); err != nil {
+			return err
+		}
+		for _, s := range b.last {
+			if !e.live(s.it) {
+				continue
+			}
+			row, err := e.lctx.Logits(s.idx, e.model.VocabSize())
+			if err != nil {
+				return err
+			}
+			e.readRoot(s.it, row)
+		}
+	}
+	e.batch.Clear()
+	b.fed, b.last = b.fed[:0], b.last[:0]
+	kept := b.active[:0]
+	var expand []*item
+	for _, it := range b.active {
+		switch {
+		case !e.live(it):
+			b.finish(it)
+		case it.logp == nil:
+			kept = append(kept, it)
+		case it.multi:
+			expand = append(expand, it)
+		default:
+			b.finish(it)
+		}
+	}
+	for _, it := range expand {
+		if err := e.expandLabels(it); err != nil {
+			return err
+		}
+		b.finish(it)
+	}
+	b.active = kept
+	return nil
+}
+
+// finish frees it's branch; it is scored unless it stopped.
+func (b *branches) finish(it *item) {
+	if it.err == nil {
+		it.doneScore = true
+		it.decode = time.Since(b.start)
+	}
+	b.e.release(it.seq)
+	it.hasSeq = false
+}
+
+// cellsInUse bounds the KV cells held: every cached prefix (shared cells
+// counted once per entry, so an over-estimate) plus each active branch's
+// own tokens.
+func (e *Engine) cellsInUse(active []*item) int {
+	n := e.cache.tokens()
+	for _, it := range active {
+		n += it.cursor
+	}
+	return n
+}
+
+// readRoot reads an item's slot values from the row at its last prompt
+// token: raw logits for single-token slots, log-probabilities of the first
+// label token for multi-token ones.
+func (e *Engine) readRoot(it *item, row []float32) {
+	it.logp = make([]float64, len(it.labels))
+	if !it.multi {
+		for i, l := range it.labels {
+			it.logp[i] = float64(row[l[0]])
+		}
+		return
+	}
+	lse := logSumExp(row)
+	for i, l := range it.labels {
+		it.logp[i] = float64(row[l[0]]) - lse
+	}
+}
+
+// expandLabels adds, for each multi-token label, the log-probabilities of
+// its later tokens. Every proper prefix of a label that longer labels
+// extend is one node: a branch copied from the item's sequence, fed the
+// prefix's tokens, logits on its last. Nodes are decoded in waves bounded
+// by the free sequences and the batch size; an item that stops is left
+// between waves.
+func (e *Engine) expandLabels(it *item) error {
+	type node struct {
+		path []llama.Token
+		idx  int
+		seq  int
+	}
+	seen := map[string]bool{}
+	var nodes []*node
+	for _, l := range it.labels {
+		for d := 1; d < len(l); d++ {
+			k := tokenKey(l[:d])
+			if !seen[k] {
+				seen[k] = true
+				nodes = append(nodes, &node{path: l[:d]})
+			}
+		}
+	}
+	rows := map[string][]float64{} // node key → log-probs of the label tokens that follow it
+	base := len(it.head) + len(it.tail)
+	for len(nodes) > 0 {
+		if !e.live(it) {
+			return nil // stopped: the caller frees its branch
+		}
+		e.batch.Clear()
+		var wave []*node
+		for len(nodes) > 0 {
+			nd := nodes[0]
+			if e.batch.Cap()-e.batch.Len() < len(nd.path) {
+				break
+			}
+			seq, ok := e.takeSeq()
+			if !ok {
+				break
+			}
+			if err := e.lctx.SeqCopy(it.seq, seq, 0, base); err != nil {
+				e.release(seq)
+				return err
+			}
+			nd.seq = seq
+			for k, t := range nd.path {
+				last := k == len(nd.path)-1
+				if err := e.batch.Add(t, base+k, []int{seq}, last); err != nil {
+					return err
+				}
+			}
+			nd.idx = e.batch.Len() - 1
+			it.evaluated += len(nd.path)
+			wave = append(wave, nd)
+			nodes = nodes[1:]
+		}
+		if len(wave) == 0 {
+			return fmt.Errorf("llamacpp: no room to expand a label (batch %d, free sequences %d)", e.batch.Cap(), len(e.free))
+		}
+		err := e.decode()
+		if err == nil {
+			for _, nd := range wave {
+				row, lerr := e.lctx.Logits(nd.idx, e.model.VocabSize())
+				if lerr != nil {
+					err = lerr
+					break
+				}
+				lse := logSumExp(row)
+				vals := make([]float64, 0)
+				for _, l := range it.labels {
+					if len(l) > len(nd.path) && equalTokens(l[:len(nd.path)], nd.path) {
+						vals = append(vals, float64(row[l[len(nd.path)]])-lse)
+					}
+				}
+				rows[tokenKey(nd.path)] = vals
+			}
+		}
+		for _, nd := range wave {
+			e.release(nd.seq)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	e.batch.Clear()
+	// Add each label's later tokens, in the order the values were stored.
+	used := map[string]int{}
+	for i, l := range it.labels {
+		for d := 1; d < len(l); d++ {
+			k := tokenKey(l[:d])
+			it.logp[i] += rows[k][used[k]]
+			used[k]++
+		}
+	}
+	return nil
+}
+
+func logSumExp(row []float32) float64 {
+	maxv := float32(math.Inf(-1))
+	for _, v := range row {
+		if v > maxv {
+			maxv = v
+		}
+	}
+	var sum float64
+	for _, v := range row {
+		sum += math.Exp(float64(v - maxv))
+	}
+	return float64(maxv) + math.Log(sum)
+}
+
+// decode runs the current batch and counts it.
+func (e *Engine) decode() error {
+	if e.beforeDecodeFunc != nil {
+		e.beforeDecodeFunc()
+	}
+	t := time.Now()
+	err := e.lctx.Decode(e.batch)
+	e.stats.decodeNs.Add(int64(time.Since(t)))
+	e.stats.batches.Add(1)
+	if err == nil {
+		e.stats.evaluated.Add(int64(e.batch.Len()))
+	}
+	return err
+}
+
+// takeSeq takes a free branch sequence.
+func (e *Engine) takeSeq() (int, bool) {
+	if len(e.free) == 0 {
+		return 0, false
+	}
+	s := e.free[len(e.free)-1]
+	e.free = e.free[:len(e.free)-1]
+	return s, true
+}
+
+// release empties a branch sequence and returns it to the pool.
+func (e *Engine) release(seq int) {
+	_ = e.lctx.SeqRemove(seq, -1, -1) // whole-sequence removal cannot fail
+	e.free = append(e.free, seq)
+}
