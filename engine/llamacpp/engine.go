@@ -4,7 +4,6 @@ package llamacpp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
