@@ -572,16 +572,16 @@ func jevbench(path string, limit int) ([][]decision.Decision, error) {
 
 // WriteTable prints the report as an aligned table.
 func (r *Report) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "%-16s %-13s %-7s %5s %11s %9s %9s %9s %10s %10s %7s %8s %7s %7s\n",
+	fmt.Fprintf(w, "%-18s %-13s %-7s %5s %11s %9s %9s %9s %10s %10s %7s %8s %7s %7s\n",
 		"workload", "mode", "threads", "n", "pre+suf", "dec/s", "p50 ms", "p95 ms", "tok sub", "tok eval", "bound", "vs fresh", "of bnd", "decode")
 	for _, row := range r.Rows {
 		if row.PrefillTokensPerSec > 0 {
-			fmt.Fprintf(w, "%-16s %-13s %-7d %5d %11s %9.2f %9.1f %9.1f %10d %10d %7s %8s %7s %6.1f%%   prefill %.0f tok/s, %d-token prompt, %.1f ms/decision (%s)\n",
+			fmt.Fprintf(w, "%-18s %-13s %-7d %5d %11s %9.2f %9.1f %9.1f %10d %10d %7s %8s %7s %6.1f%%   prefill %.0f tok/s, %d-token prompt, %.1f ms/decision (%s)\n",
 				row.Workload, row.Mode, row.Threads, row.Decisions, "-", row.DecisionsPerSec, row.P50Ms, row.P95Ms,
 				row.TokensSubmitted, row.TokensEvaluated, "-", "-", "-", 100*row.DecodeShare, row.PrefillTokensPerSec, row.PromptTokens, row.P50Ms, row.Model)
 			continue
 		}
-		fmt.Fprintf(w, "%-16s %-13s %-7d %5d %11s %9.2f %9.1f %9.1f %10d %10d %6.2fx %7.2fx %6.0f%% %6.1f%%\n",
+		fmt.Fprintf(w, "%-18s %-13s %-7d %5d %11s %9.2f %9.1f %9.1f %10d %10d %6.2fx %7.2fx %6.0f%% %6.1f%%\n",
 			row.Workload, row.Mode, row.Threads, row.Decisions, fmt.Sprintf("%.0f+%.0f", row.AvgPrefix, row.AvgSuffix), row.DecisionsPerSec, row.P50Ms, row.P95Ms,
 			row.TokensSubmitted, row.TokensEvaluated, row.TokenBound, row.SpeedupVsFresh, 100*row.OfBound, 100*row.DecodeShare)
 	}

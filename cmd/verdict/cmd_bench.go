@@ -41,12 +41,22 @@ func runBench(ctx context.Context, args []string) error {
 	branchTokens := fs.Int("branch-batch", 0, "suffix tokens decoded together in one call (default: the engine's)")
 	cacheTokens := fs.Int("prefix-cache-tokens", 0, "tokens the prefix cache may hold (default: the engine's)")
 	gpuLayers := fs.Int("gpu-layers", -1, "layers to offload to a GPU: -1 = all when a GPU backend and device are present, 0 = CPU only")
+	quant := fs.String("quant", "", "also run W0 and W1 on the models quantized to these types, comma-separated ("+strings.Join(llamacpp.QuantTypeNames(), ",")+"; cached under --data/models)")
 	debias := fs.Int("debias", 4, "W1, W2: add a row scoring every decision under this many option orders (0 = no row)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := lf.setup(); err != nil {
 		return err
+	}
+	var quants []string
+	for _, q := range strings.Split(*quant, ",") {
+		if q = strings.TrimSpace(q); q != "" {
+			if _, ok := llamacpp.QuantTypes[q]; !ok {
+				return fmt.Errorf("flag --quant: unknown type %q (known: %s)", q, strings.Join(llamacpp.QuantTypeNames(), ", "))
+			}
+			quants = append(quants, q)
+		}
 	}
 	cfg := bench.Config{Model: *modelPath, PrefillModel: *prefill, Threads: *threads, States: *states, Questions: *questions,
 		JevBench: *jev, JevLimit: *limit, Independent: *indep, Concurrency: *conc, IndependentTokens: *indepTokens, FlashAttention: *flashAttn, BranchBatchTokens: *branchTokens, PrefixCacheTokens: *cacheTokens, Debias: *debias, GPULayers: gpuLayersFor(*gpuLayers, llamacpp.Info().Devices), Log: os.Stderr}
@@ -74,6 +84,34 @@ func runBench(ctx context.Context, args []string) error {
 		}
 	}
 	rep, err := bench.Run(ctx, cfg)
+	for _, q := range quants {
+		if err != nil {
+			break
+		}
+		qcfg := cfg
+		qcfg.Workloads = nil
+		for _, w := range cfg.Workloads {
+			if w == "w0" || w == "w1" {
+				qcfg.Workloads = append(qcfg.Workloads, w)
+			}
+		}
+		if qcfg.Model, err = quantizedCopy(cfg.Model, q, *data); err != nil {
+			break
+		}
+		if qcfg.PrefillModel != "" {
+			if qcfg.PrefillModel, err = quantizedCopy(cfg.PrefillModel, q, *data); err != nil {
+				break
+			}
+		}
+		var qrep *bench.Report
+		qrep, err = bench.Run(ctx, qcfg)
+		if qrep != nil {
+			for _, row := range qrep.Rows {
+				row.Workload += " " + q
+				rep.Rows = append(rep.Rows, row)
+			}
+		}
+	}
 	if rep != nil {
 		rep.WriteTable(os.Stdout)
 		if *out != "" {

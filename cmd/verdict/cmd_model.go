@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -21,6 +22,8 @@ const modelUsage = `Usage:
                       [--vocab FILE.gguf|NAME] [--chat chatml|llama3] -o FILE
   verdict model inspect [--json] [--no-hash] FILE
   verdict model pin FILE      write FILE.sha256, which loading then enforces
+  verdict model quantize --type Q8_0|Q4_K_M [--threads N] [--force] IN -o OUT
+                              write IN's weights quantized (llama.cpp's quantizer)
 `
 
 func runModel(ctx context.Context, args []string) error {
@@ -38,6 +41,8 @@ func runModel(ctx context.Context, args []string) error {
 		return runModelInspect(args[1:])
 	case "pin":
 		return runModelPin(args[1:])
+	case "quantize":
+		return runModelQuantize(args[1:])
 	}
 	fmt.Fprintf(os.Stderr, "verdict model: unknown subcommand %q\n\n%s", args[0], modelUsage)
 	return errUsage
@@ -159,4 +164,86 @@ func runModelPin(args []string) error {
 	}
 	fmt.Printf("pinned %s to sha256 %s in %s\n", fs.Arg(0), info.SHA256, model.ManifestPath(fs.Arg(0)))
 	return nil
+}
+
+func runModelQuantize(args []string) error {
+	fs := newFlagSet("model quantize", "model quantize --type TYPE IN.gguf -o OUT.gguf")
+	typ := fs.String("type", "", "weight type: "+strings.Join(llamacpp.QuantTypeNames(), " or ")+" (required)")
+	threads := fs.Int("threads", 0, "quantizer threads (default: number of physical cores)")
+	out := fs.String("o", "", "output file (required; written under a temporary name, then renamed)")
+	force := fs.Bool("force", false, "replace OUT if it exists")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) != 1:
+		return fmt.Errorf("model quantize: want exactly one input FILE, got %d arguments", len(pos))
+	case *typ == "":
+		return fmt.Errorf("flag --type: required (%s)", strings.Join(llamacpp.QuantTypeNames(), " or "))
+	case *out == "":
+		return fmt.Errorf("flag -o: an output file is required")
+	case *threads < 0:
+		return fmt.Errorf("flag --threads: must be >= 0, got %d", *threads)
+	}
+	in := pos[0]
+	before, err := model.Inspect(in, false)
+	if err != nil {
+		return err
+	}
+	if same, _ := sameFile(in, *out); same {
+		return fmt.Errorf("flag -o: %s is the input file", *out)
+	}
+	if _, err := os.Stat(*out); err == nil && !*force {
+		return fmt.Errorf("flag -o: %s exists (pass --force to replace it)", *out)
+	}
+	tmp := *out + ".partial"
+	defer os.Remove(tmp)
+	if err := llamacpp.Quantize(in, tmp, *typ, *threads); err != nil {
+		if strings.Contains(err.Error(), "unknown quantization type") {
+			return fmt.Errorf("flag --type: %w", err)
+		}
+		return err
+	}
+	after, err := model.Inspect(tmp, false)
+	if err != nil {
+		return fmt.Errorf("the quantized file does not read back: %w", err)
+	}
+	if err := os.Rename(tmp, *out); err != nil {
+		return err
+	}
+	fmt.Printf("quantized %s (%s, %.1f MB) to %s (%s, %.1f MB)\n", in, before.Quantization, float64(before.SizeBytes)/1e6, *out, after.Quantization, float64(after.SizeBytes)/1e6)
+	return nil
+}
+
+// sameFile reports whether two paths name one existing file.
+func sameFile(a, b string) (bool, error) {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	fb, err := os.Stat(b)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(fa, fb), nil
+}
+
+// quantizedCopy returns path quantized to typ, cached under
+// dataDir/models as <name>-<typ>.gguf (made on first use).
+func quantizedCopy(path, typ, dataDir string) (string, error) {
+	base := strings.TrimSuffix(filepath.Base(path), ".gguf")
+	out := filepath.Join(dataDir, "models", base+"-"+typ+".gguf")
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return "", err
+	}
+	tmp := out + ".partial"
+	defer os.Remove(tmp)
+	if err := llamacpp.Quantize(path, tmp, typ, 0); err != nil {
+		return "", err
+	}
+	return out, os.Rename(tmp, out)
 }

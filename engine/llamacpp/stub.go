@@ -37,3 +37,12 @@ func (*Engine) Stats() Stats { return Stats{} }
 
 // Close does nothing.
 func (*Engine) Close() error { return nil }
+
+// Quantize always fails with engine.ErrNoEngine in builds without the
+// llamacpp tag (after checking the type name).
+func Quantize(_, _, typ string, _ int) error {
+	if _, err := quantType(typ); err != nil {
+		return err
+	}
+	return engine.ErrNoEngine
+}
