@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
 	"github.com/verdict-dev/verdict/tune"
 )
@@ -71,6 +72,11 @@ type Config struct {
 	// Debias adds a "parallel+debiasK" row to W1 and W2: the parallel mode
 	// with every decision scored under K option orders (0 or 1 = no row).
 	Debias int
+	// Rounds is how many times every mode of a workload is measured, the
+	// modes interleaved within each round so that a noisy machine slows
+	// them alike; rows report the median round and the spread, and ratios
+	// are taken between modes of the same round. Defaults to 3.
+	Rounds int
 	// Log receives progress lines. Defaults to io.Discard.
 	Log io.Writer
 }
@@ -89,6 +95,7 @@ func (c *Config) defaults() {
 	def(&c.Independent, 64)
 	def(&c.Concurrency, 16)
 	def(&c.IndependentTokens, 200)
+	def(&c.Rounds, 3)
 	if len(c.PrefillThreads) == 0 {
 		c.PrefillThreads = []int{1, 2}
 	}
@@ -98,45 +105,6 @@ func (c *Config) defaults() {
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
-}
-
-// Row is one workload in one mode.
-type Row struct {
-	Workload        string  `json:"workload"`
-	Mode            string  `json:"mode"`
-	Model           string  `json:"model"`
-	Threads         int     `json:"threads"`
-	Decisions       int     `json:"decisions"`
-	WallSeconds     float64 `json:"wall_s"`
-	DecisionsPerSec float64 `json:"decisions_per_s"`
-	P50Ms           float64 `json:"p50_ms"`
-	P95Ms           float64 `json:"p95_ms"`
-	TokensSubmitted int64   `json:"tokens_submitted"`
-	TokensEvaluated int64   `json:"tokens_evaluated"`
-	MinimalTokens   int64   `json:"minimal_tokens"`
-	// TokenBound is fresh tokens ÷ minimal tokens: the best speed-up over
-	// fresh that avoiding work alone can give.
-	TokenBound float64 `json:"token_bound"`
-	// SpeedupVsFresh is decisions/s over the fresh mode's.
-	SpeedupVsFresh float64 `json:"speedup_vs_fresh"`
-	// OfBound is SpeedupVsFresh ÷ TokenBound.
-	OfBound float64 `json:"of_bound"`
-	// DecodeShare is the share of wall time inside llama_decode; the rest
-	// is Go-side overhead (tokenizing, scheduling, readout).
-	DecodeShare float64 `json:"decode_share"`
-	// PrefillTokensPerSec is evaluated tokens ÷ decode time (W0).
-	PrefillTokensPerSec float64 `json:"prefill_tokens_per_s,omitempty"`
-	PromptTokens        int     `json:"prompt_tokens,omitempty"`
-	// AvgPrefix and AvgSuffix are the mean state-prefix and suffix lengths.
-	AvgPrefix float64 `json:"avg_prefix_tokens,omitempty"`
-	AvgSuffix float64 `json:"avg_suffix_tokens,omitempty"`
-}
-
-// Report is the whole run.
-type Report struct {
-	Started time.Time `json:"started"`
-	Rows    []Row     `json:"rows"`
-	Notes   []string  `json:"notes,omitempty"`
 }
 
 // Run runs the configured workloads.
@@ -201,14 +169,18 @@ func defaultThreads() int {
 }
 
 // runPrefill measures prefill speed on one ~300-token prompt, fresh, at
-// each thread count.
+// each thread count, the thread counts interleaved in rounds.
 func runPrefill(ctx context.Context, cfg Config, rep *Report) error {
-	for _, th := range cfg.PrefillThreads {
-		row, err := prefillRow(ctx, cfg, th)
-		if err != nil {
-			return err
-		}
-		rep.Rows = append(rep.Rows, row)
+	modes := make([]func() (Row, error), len(cfg.PrefillThreads))
+	for i, th := range cfg.PrefillThreads {
+		modes[i] = func() (Row, error) { return prefillRow(ctx, cfg, th) }
+	}
+	samples, err := runRounds(cfg.Rounds, modes)
+	if err != nil {
+		return err
+	}
+	for _, s := range samples {
+		rep.Rows = append(rep.Rows, s.median())
 	}
 	return nil
 }
@@ -280,65 +252,47 @@ func runGrouped(ctx context.Context, cfg Config, rep *Report, name string, group
 	mk := func(mode string) Row {
 		return Row{Workload: name, Mode: mode, Model: model, Threads: threads, Decisions: len(all)}
 	}
-	fmt.Fprintf(cfg.Log, "%s: %d states, %d decisions: fresh\n", name, len(groups), len(all))
-	fr := mk("fresh")
-	if err := measure(fresh, &fr, func() ([]time.Duration, error) { return scoreOne(ctx, fresh, all) }); err != nil {
-		return err
+	fmt.Fprintf(cfg.Log, "%s: %d states, %d decisions, %d rounds\n", name, len(groups), len(all), cfg.Rounds)
+	// Every cached mode gets a new engine per round: a cold prefix cache.
+	cached := func(mode string, run func(sc engine.Scorer) ([]time.Duration, error), wrap func(*llamacpp.Engine) engine.Scorer) func() (Row, error) {
+		return func() (Row, error) {
+			fmt.Fprintf(cfg.Log, "%s: %s\n", name, mode)
+			e, err := newEngine(false)
+			if err != nil {
+				return Row{}, err
+			}
+			defer e.Close()
+			row := mk(mode)
+			err = measure(e, &row, func() ([]time.Duration, error) { return run(wrap(e)) })
+			return row, err
+		}
 	}
-	fmt.Fprintf(cfg.Log, "%s: serial\n", name)
-	serial, err := newEngine(false)
-	if err != nil {
-		return err
+	plain := func(e *llamacpp.Engine) engine.Scorer { return e }
+	modes := []func() (Row, error){
+		func() (Row, error) {
+			fmt.Fprintf(cfg.Log, "%s: fresh\n", name)
+			row := mk("fresh")
+			err := measure(fresh, &row, func() ([]time.Duration, error) { return scoreOne(ctx, fresh, all) })
+			return row, err
+		},
+		cached("serial", func(sc engine.Scorer) ([]time.Duration, error) { return scoreOne(ctx, sc, all) }, plain),
+		cached("parallel", func(sc engine.Scorer) ([]time.Duration, error) { return scoreGroups(ctx, sc, groups) }, plain),
 	}
-	defer serial.Close()
-	se := mk("serial")
-	if err := measure(serial, &se, func() ([]time.Duration, error) { return scoreOne(ctx, serial, all) }); err != nil {
-		return err
-	}
-	fmt.Fprintf(cfg.Log, "%s: parallel\n", name)
-	par, err := newEngine(false)
-	if err != nil {
-		return err
-	}
-	defer par.Close()
-	pa := mk("parallel")
-	if err := measure(par, &pa, func() ([]time.Duration, error) { return scoreGroups(ctx, par, groups) }); err != nil {
-		return err
-	}
-	rows := []Row{fr, se, pa}
 	if cfg.Debias >= 2 {
 		// The parallel mode again, each decision under cfg.Debias option
 		// orders (package tune): the state is prefilled once per group, so
 		// the extra cost is question-suffix tokens only.
-		fmt.Fprintf(cfg.Log, "%s: parallel, debias %d\n", name, cfg.Debias)
-		deb, err := newEngine(false)
-		if err != nil {
-			return err
-		}
-		defer deb.Close()
-		sc := tune.New(deb, tune.Config{Debias: cfg.Debias})
-		de := mk(fmt.Sprintf("parallel+debias%d", cfg.Debias))
-		if err := measure(deb, &de, func() ([]time.Duration, error) { return scoreGroups(ctx, sc, groups) }); err != nil {
-			return err
-		}
-		rows = append(rows, de)
+		modes = append(modes, cached(fmt.Sprintf("parallel+debias%d", cfg.Debias),
+			func(sc engine.Scorer) ([]time.Duration, error) { return scoreGroups(ctx, sc, groups) },
+			func(e *llamacpp.Engine) engine.Scorer { return tune.New(e, tune.Config{Debias: cfg.Debias}) }))
+	}
+	samples, err := runRounds(cfg.Rounds, modes)
+	if err != nil {
+		return err
 	}
 	minimal, ap, as := minimalTokens(fresh, groups)
-	finish(rep, minimal, ap, as, rows[0], rows[1:]...)
+	finish(rep, minimal, ap, as, samples)
 	return nil
-}
-
-// finish derives the ratio columns and appends the rows.
-func finish(rep *Report, minimal int64, avgPrefix, avgSuffix float64, fr Row, others ...Row) {
-	bound := float64(fr.TokensSubmitted) / float64(minimal)
-	for _, r := range append([]Row{fr}, others...) {
-		r.MinimalTokens = minimal
-		r.AvgPrefix, r.AvgSuffix = avgPrefix, avgSuffix
-		r.TokenBound = bound
-		r.SpeedupVsFresh = r.DecisionsPerSec / fr.DecisionsPerSec
-		r.OfBound = r.SpeedupVsFresh / bound
-		rep.Rows = append(rep.Rows, r)
-	}
 }
 
 // minimalTokens is the least a perfect engine must evaluate: each distinct
@@ -378,52 +332,63 @@ func runIndependent(ctx context.Context, cfg Config, rep *Report, fresh *llamacp
 	mk := func(mode string) Row {
 		return Row{Workload: "W3 independent", Mode: mode, Model: model, Threads: threads, Decisions: len(ds)}
 	}
-	fmt.Fprintf(cfg.Log, "W3 independent: %d decisions: fresh\n", len(ds))
-	fr := mk("fresh")
-	if err := measure(fresh, &fr, func() ([]time.Duration, error) { return scoreOne(ctx, fresh, ds) }); err != nil {
-		return err
+	fmt.Fprintf(cfg.Log, "W3 independent: %d decisions, %d rounds\n", len(ds), cfg.Rounds)
+	one := func() (Row, error) {
+		fmt.Fprintf(cfg.Log, "W3 independent: fresh\n")
+		row := mk("fresh")
+		err := measure(fresh, &row, func() ([]time.Duration, error) { return scoreOne(ctx, fresh, ds) })
+		return row, err
 	}
-	fmt.Fprintf(cfg.Log, "W3 independent: parallel (%d callers)\n", cfg.Concurrency)
-	pa := mk(fmt.Sprintf("parallel x%d", cfg.Concurrency))
-	err = measure(fresh, &pa, func() ([]time.Duration, error) {
-		var mu sync.Mutex
-		var lat []time.Duration
-		var firstErr error
-		next := make(chan decision.Decision)
-		var wg sync.WaitGroup
-		for w := 0; w < cfg.Concurrency; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for d := range next {
-					t := time.Now()
-					_, err := scoreChecked(ctx, fresh, []decision.Decision{d})
-					mu.Lock()
-					lat = append(lat, time.Since(t))
-					if err != nil && firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-				}
-			}()
-		}
-		for _, d := range ds {
-			next <- d
-		}
-		close(next)
-		wg.Wait()
-		return lat, firstErr
-	})
+	together := func() (Row, error) {
+		fmt.Fprintf(cfg.Log, "W3 independent: parallel (%d callers)\n", cfg.Concurrency)
+		row := mk(fmt.Sprintf("parallel x%d", cfg.Concurrency))
+		err := measure(fresh, &row, func() ([]time.Duration, error) { return concurrently(ctx, fresh, ds, cfg.Concurrency) })
+		return row, err
+	}
+	samples, err := runRounds(cfg.Rounds, []func() (Row, error){one, together})
 	if err != nil {
 		return err
 	}
+
 	groups := make([][]decision.Decision, len(ds))
 	for i := range ds {
 		groups[i] = ds[i : i+1]
 	}
 	minimal, ap, as := minimalTokens(fresh, groups)
-	finish(rep, minimal, ap, as, fr, pa)
+	finish(rep, minimal, ap, as, samples)
 	return nil
+}
+
+// concurrently scores ds as single decisions from callers goroutines at
+// once, and returns each call's latency.
+func concurrently(ctx context.Context, sc engine.Scorer, ds []decision.Decision, callers int) ([]time.Duration, error) {
+	var mu sync.Mutex
+	var lat []time.Duration
+	var firstErr error
+	next := make(chan decision.Decision)
+	var wg sync.WaitGroup
+	for w := 0; w < callers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d := range next {
+				t := time.Now()
+				_, err := scoreChecked(ctx, sc, []decision.Decision{d})
+				mu.Lock()
+				lat = append(lat, time.Since(t))
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, d := range ds {
+		next <- d
+	}
+	close(next)
+	wg.Wait()
+	return lat, firstErr
 }
 
 func pct(lat []time.Duration, p int) float64 {
@@ -568,25 +533,4 @@ func jevbench(path string, limit int) ([][]decision.Decision, error) {
 		groups = append(groups, ds)
 	}
 	return groups, nil
-}
-
-// WriteTable prints the report as an aligned table.
-func (r *Report) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "%-18s %-13s %-7s %5s %11s %9s %9s %9s %10s %10s %7s %8s %7s %7s\n",
-		"workload", "mode", "threads", "n", "pre+suf", "dec/s", "p50 ms", "p95 ms", "tok sub", "tok eval", "bound", "vs fresh", "of bnd", "decode")
-	for _, row := range r.Rows {
-		if row.PrefillTokensPerSec > 0 {
-			fmt.Fprintf(w, "%-18s %-13s %-7d %5d %11s %9.2f %9.1f %9.1f %10d %10d %7s %8s %7s %6.1f%%   prefill %.0f tok/s, %d-token prompt, %.1f ms/decision (%s)\n",
-				row.Workload, row.Mode, row.Threads, row.Decisions, "-", row.DecisionsPerSec, row.P50Ms, row.P95Ms,
-				row.TokensSubmitted, row.TokensEvaluated, "-", "-", "-", 100*row.DecodeShare, row.PrefillTokensPerSec, row.PromptTokens, row.P50Ms, row.Model)
-			continue
-		}
-		fmt.Fprintf(w, "%-18s %-13s %-7d %5d %11s %9.2f %9.1f %9.1f %10d %10d %6.2fx %7.2fx %6.0f%% %6.1f%%\n",
-			row.Workload, row.Mode, row.Threads, row.Decisions, fmt.Sprintf("%.0f+%.0f", row.AvgPrefix, row.AvgSuffix), row.DecisionsPerSec, row.P50Ms, row.P95Ms,
-			row.TokensSubmitted, row.TokensEvaluated, row.TokenBound, row.SpeedupVsFresh, 100*row.OfBound, 100*row.DecodeShare)
-	}
-	for _, n := range r.Notes {
-		fmt.Fprintln(w, "note:", n)
-	}
-	fmt.Fprintln(w, "pre+suf = mean state-prefix + suffix tokens; bound = fresh tokens / minimal tokens; vs fresh = decisions/s over fresh; of bnd = vs fresh / bound; decode = share of wall inside llama_decode (the rest is Go-side overhead)")
 }

@@ -29,7 +29,7 @@ func TestRunSmallConfig(t *testing.T) {
 	rep, err := Run(context.Background(), Config{
 		Model: path, PrefillModel: path, PrefillThreads: []int{1}, Threads: 1,
 		States: 1, Questions: 3, StateTokens: 120, SuffixTokens: 90,
-		JevBench: jev, JevLimit: 1, Independent: 4, Concurrency: 2, IndependentTokens: 30,
+		JevBench: jev, JevLimit: 1, Independent: 4, Concurrency: 2, IndependentTokens: 30, Rounds: 2,
 	})
 	require.NoError(t, err)
 	byName := map[string]Row{}
@@ -38,6 +38,13 @@ func TestRunSmallConfig(t *testing.T) {
 		require.Greater(t, r.DecisionsPerSec, 0.0, r.Workload)
 		require.Greater(t, r.DecodeShare, 0.0, r.Workload)
 		require.LessOrEqual(t, r.TokensEvaluated, r.TokensSubmitted, r.Workload+"/"+r.Mode)
+		require.Equal(t, 2, r.Rounds, r.Workload+"/"+r.Mode)
+		require.LessOrEqual(t, r.DecisionsPerSecMin, r.DecisionsPerSec, r.Workload+"/"+r.Mode)
+		require.LessOrEqual(t, r.DecisionsPerSec, r.DecisionsPerSecMax, r.Workload+"/"+r.Mode)
+		if r.SpeedupVsFresh > 0 {
+			require.LessOrEqual(t, r.SpeedupMin, r.SpeedupVsFresh, r.Workload+"/"+r.Mode)
+			require.LessOrEqual(t, r.SpeedupVsFresh, r.SpeedupMax, r.Workload+"/"+r.Mode)
+		}
 	}
 	require.Contains(t, byName, "W0 prefill/fresh")
 	w1 := byName["W1 shape-777/parallel"]
@@ -52,4 +59,5 @@ func TestRunSmallConfig(t *testing.T) {
 	rep.WriteTable(&buf)
 	require.True(t, strings.Contains(buf.String(), "W1 shape-777"))
 	require.Contains(t, buf.String(), "prefill")
+	require.Contains(t, buf.String(), "2 rounds, modes interleaved")
 }

@@ -25,7 +25,7 @@ for r in $(seq 1 "$ROUNDS"); do
 	for c in "${configs[@]}"; do
 		set -- $c
 		echo "round $r: $1" >&2
-		"$2" bench --log-level warn --workloads w0 --states 1 --questions 1 \
+		"$2" bench --log-level warn --rounds 1 --workloads w0 --states 1 --questions 1 \
 			--threads "$THREADS" --prefill-threads "$THREADS" --model "$llama" --prefill-model "$llama" \
 			--out "$out/$1-r$r.json" >/dev/null
 	done

@@ -28,7 +28,7 @@ for r in $(seq 1 "$ROUNDS"); do
 	for c in "${configs[@]}"; do
 		set -- $c
 		echo "round $r: $1 route, $2 small" >&2
-		bin/$1/verdict bench --log-level warn --workloads w0,w1 --states 1 --questions "$QUESTIONS" \
+		bin/$1/verdict bench --log-level warn --rounds 1 --workloads w0,w1 --states 1 --questions "$QUESTIONS" \
 			--threads "$THREADS" --prefill-threads "$THREADS" --model "$3" --prefill-model "$3" \
 			--out "$out/$1-$2-r$r.json" >/dev/null
 	done

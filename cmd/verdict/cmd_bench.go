@@ -42,12 +42,16 @@ func runBench(ctx context.Context, args []string) error {
 	cacheTokens := fs.Int("prefix-cache-tokens", 0, "tokens the prefix cache may hold (default: the engine's)")
 	gpuLayers := fs.Int("gpu-layers", -1, "layers to offload to a GPU: -1 = all when a GPU backend and device are present, 0 = CPU only")
 	quant := fs.String("quant", "", "also run W0 and W1 on the models quantized to these types, comma-separated ("+strings.Join(llamacpp.QuantTypeNames(), ",")+"; cached under --data/models)")
+	rounds := fs.Int("rounds", 3, "measure every mode this many times, modes interleaved within each round; rows report the median and [min–max]")
 	debias := fs.Int("debias", 4, "W1, W2: add a row scoring every decision under this many option orders (0 = no row)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := lf.setup(); err != nil {
 		return err
+	}
+	if *rounds < 1 {
+		return fmt.Errorf("flag --rounds: must be >= 1, got %d", *rounds)
 	}
 	var quants []string
 	for _, q := range strings.Split(*quant, ",") {
@@ -59,7 +63,7 @@ func runBench(ctx context.Context, args []string) error {
 		}
 	}
 	cfg := bench.Config{Model: *modelPath, PrefillModel: *prefill, Threads: *threads, States: *states, Questions: *questions,
-		JevBench: *jev, JevLimit: *limit, Independent: *indep, Concurrency: *conc, IndependentTokens: *indepTokens, FlashAttention: *flashAttn, BranchBatchTokens: *branchTokens, PrefixCacheTokens: *cacheTokens, Debias: *debias, GPULayers: gpuLayersFor(*gpuLayers, llamacpp.Info().Devices), Log: os.Stderr}
+		JevBench: *jev, JevLimit: *limit, Independent: *indep, Concurrency: *conc, IndependentTokens: *indepTokens, FlashAttention: *flashAttn, BranchBatchTokens: *branchTokens, PrefixCacheTokens: *cacheTokens, Debias: *debias, Rounds: *rounds, GPULayers: gpuLayersFor(*gpuLayers, llamacpp.Info().Devices), Log: os.Stderr}
 	for _, w := range strings.Split(*workloads, ",") {
 		if w = strings.TrimSpace(w); w != "" {
 			cfg.Workloads = append(cfg.Workloads, w)

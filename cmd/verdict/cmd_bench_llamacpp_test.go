@@ -21,6 +21,7 @@ func TestBenchFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"--data", data, "--quant", "Q3_X"}, `flag --quant: unknown type "Q3_X"`},
 		{[]string{"--data", data, "--quant", "Q8_0,,q4"}, `flag --quant: unknown type "q4"`},
 		{[]string{"--data", data, "--prefill-threads", "0"}, "flag --prefill-threads"},
+		{[]string{"--data", data, "--rounds", "0"}, "flag --rounds"},
 	} {
 		require.ErrorContains(t, runBench(context.Background(), tc.args), tc.want, "%v", tc.args)
 	}

@@ -1,0 +1,85 @@
+package bench
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestRunRoundsInterleavesModes: every round runs every mode once, in
+// order, so that a slow stretch of a shared machine hits all modes.
+func TestRunRoundsInterleavesModes(t *testing.T) {
+	var order []int
+	mode := func(i int) func() (Row, error) {
+		return func() (Row, error) { order = append(order, i); return Row{DecisionsPerSec: float64(i + 1)}, nil }
+	}
+	samples, err := runRounds(3, []func() (Row, error){mode(0), mode(1), mode(2)})
+	require.NoError(t, err)
+	require.Equal(t, []int{0, 1, 2, 0, 1, 2, 0, 1, 2}, order)
+	require.Len(t, samples, 3)
+	for _, s := range samples {
+		require.Len(t, s, 3)
+	}
+}
+
+func TestRunRoundsStopsAtTheFirstError(t *testing.T) {
+	calls := 0
+	boom := errors.New("boom")
+	_, err := runRounds(3, []func() (Row, error){
+		func() (Row, error) { calls++; return Row{}, nil },
+		func() (Row, error) { calls++; return Row{}, boom },
+	})
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, 2, calls)
+}
+
+func TestSampleMedianIsARealRoundWithItsSpread(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		dps           []float64
+		med, lo, hi   float64
+		wantP50OfFrom int // the round whose other fields the row carries
+	}{
+		{"odd", []float64{5, 1, 3}, 3, 1, 5, 2},
+		{"even takes the lower middle", []float64{4, 2}, 2, 2, 4, 1},
+		{"one", []float64{7}, 7, 7, 7, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s sample
+			for i, d := range tc.dps {
+				s = append(s, Row{DecisionsPerSec: d, P50Ms: float64(100 + i)})
+			}
+			r := s.median()
+			require.Equal(t, tc.med, r.DecisionsPerSec)
+			require.Equal(t, tc.lo, r.DecisionsPerSecMin)
+			require.Equal(t, tc.hi, r.DecisionsPerSecMax)
+			require.Equal(t, len(tc.dps), r.Rounds)
+			require.Equal(t, float64(100+tc.wantP50OfFrom), r.P50Ms, "the row is that round's measurement")
+		})
+	}
+	// W0 rows: the prefill rate gets its own median and spread.
+	s := sample{{DecisionsPerSec: 1, PrefillTokensPerSec: 300}, {DecisionsPerSec: 2, PrefillTokensPerSec: 100}, {DecisionsPerSec: 3, PrefillTokensPerSec: 200}}
+	r := s.median()
+	require.Equal(t, 200.0, r.PrefillTokensPerSec)
+	require.Equal(t, 100.0, r.PrefillTokensPerSecMin)
+	require.Equal(t, 300.0, r.PrefillTokensPerSecMax)
+}
+
+// TestFinishPairsRatiosWithinARound: the speed-up over fresh is the median
+// of same-round ratios, so one round in which fresh alone was slowed (the
+// machine was busy) cannot carry the ratio past what the rounds show.
+func TestFinishPairsRatiosWithinARound(t *testing.T) {
+	fresh := sample{{Mode: "fresh", DecisionsPerSec: 10, TokensSubmitted: 3000}, {Mode: "fresh", DecisionsPerSec: 2, TokensSubmitted: 3000}, {Mode: "fresh", DecisionsPerSec: 10, TokensSubmitted: 3000}}
+	par := sample{{Mode: "parallel", DecisionsPerSec: 20}, {Mode: "parallel", DecisionsPerSec: 21}, {Mode: "parallel", DecisionsPerSec: 21}}
+	var rep Report
+	finish(&rep, 1000, 1800, 90, []sample{fresh, par})
+	require.Len(t, rep.Rows, 2)
+	p := rep.Rows[1]
+	require.Equal(t, 3.0, p.TokenBound)
+	require.InDelta(t, 2.1, p.SpeedupVsFresh, 1e-9, "median of 2.0, 10.5, 2.1")
+	require.InDelta(t, 2.0, p.SpeedupMin, 1e-9)
+	require.InDelta(t, 10.5, p.SpeedupMax, 1e-9)
+	require.InDelta(t, 0.7, p.OfBound, 1e-9)
+	require.Equal(t, 1.0, rep.Rows[0].SpeedupVsFresh)
+}
