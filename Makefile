@@ -168,6 +168,17 @@ bench-routes:
 gpu-bundle:
 	./scripts/gpu-bundle.sh
 
+## llama-server: build llama-server of the pinned llama.cpp (CPU_TARGET) into LLAMA_DIR and print its path
+.PHONY: llama-server
+llama-server:
+	@echo "$$(LLAMA_DIR=$(LLAMA_DIR) CPU_TARGET=$(CPU_TARGET) TOOLS=server scripts/llama.cpp/build.sh)/bin/llama-server"
+
+## bench-peer: verdict serve against llama-server of the pinned llama.cpp on the same model, interleaved rounds (PEER_ARGS=...)
+.PHONY: bench-peer
+bench-peer:
+	$(MAKE) --no-print-directory build LLAMA=upstream BIN=bin/upstream
+	./bin/upstream/verdict bench --peer llama-server --llama-server "$$($(MAKE) --no-print-directory -s llama-server)" --out bench-peer.json $(PEER_ARGS)
+
 ## bench-portable: W0 prefill of the images' portable build (x86-64-v3, dynamic backends) against native, interleaved (ROUNDS=3)
 .PHONY: bench-portable
 bench-portable:

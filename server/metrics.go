@@ -55,8 +55,10 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 	return m
 }
 
-// defaultRegistry is a registry with the Go runtime and process collectors.
-func defaultRegistry() *prometheus.Registry {
+// NewRegistry is the registry a Server uses when Config.Registry is nil:
+// the Go runtime and process collectors. Pass one to add series of your
+// own (the engine's token counters) to /metrics.
+func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg

@@ -60,7 +60,7 @@ func New(cfg Config) (*Server, error) {
 	s.auth = a
 	reg := cfg.Registry
 	if reg == nil {
-		reg = defaultRegistry()
+		reg = NewRegistry()
 	}
 	s.metrics = newMetrics(reg, s)
 	s.promh = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})

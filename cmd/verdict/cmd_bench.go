@@ -42,6 +42,10 @@ func runBench(ctx context.Context, args []string) error {
 	cacheTokens := fs.Int("prefix-cache-tokens", 0, "tokens the prefix cache may hold (default: the engine's)")
 	gpuLayers := fs.Int("gpu-layers", -1, "layers to offload to a GPU: -1 = all when a GPU backend and device are present, 0 = CPU only")
 	quant := fs.String("quant", "", "also run W0 and W1 on the models quantized to these types, comma-separated ("+strings.Join(llamacpp.QuantTypeNames(), ",")+"; cached under --data/models)")
+	peerName := fs.String("peer", "", "compare with a peer server instead of running the workloads: llama-server (make bench-peer)")
+	llamaServer := fs.String("llama-server", "", "with --peer llama-server: its binary, built from the pinned llama.cpp (make llama-server)")
+	peerCases := fs.Int("peer-cases", 24, "with --peer: JevBench-240 cases to send (one state each)")
+	peerSlots := fs.Int("peer-slots", 4, "with --peer: llama-server's --parallel for its N-slot mode, and the concurrent clients of the concurrent modes")
 	rounds := fs.Int("rounds", 3, "measure every mode this many times, modes interleaved within each round; rows report the median and [min–max]")
 	debias := fs.Int("debias", 4, "W1, W2: add a row scoring every decision under this many option orders (0 = no row)")
 	if err := parseFlags(fs, args); err != nil {
@@ -86,6 +90,10 @@ func runBench(ctx context.Context, args []string) error {
 		if cfg.PrefillModel, err = synthModel(*data, "small"); err != nil {
 			return err
 		}
+	}
+	if *peerName != "" {
+		return runPeer(ctx, peerFlags{name: *peerName, llamaServer: *llamaServer, cases: *peerCases, slots: *peerSlots,
+			model: *modelPath, data: *data, jevbench: *jev, threads: *threads, rounds: *rounds, out: *out})
 	}
 	rep, err := bench.Run(ctx, cfg)
 	for _, q := range quants {

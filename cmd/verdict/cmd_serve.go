@@ -87,7 +87,7 @@ func runServe(ctx context.Context, args []string) error {
 		MaxBodyBytes: f.maxBody, Timeout: f.timeout, MaxConcurrent: f.maxConcurrent,
 		Limits:   decision.Limits{MaxStateBytes: f.maxState},
 		MaxQueue: f.maxQueue, RetryAfter: f.retryAfter, LogState: f.logState,
-		Logger: slog.Default(),
+		Logger: slog.Default(), Registry: server.NewRegistry(),
 	}
 	switch {
 	case f.maxBody <= 0:
@@ -155,6 +155,7 @@ func runServe(ctx context.Context, args []string) error {
 			loadDone <- loaded{err: err}
 			return
 		}
+		cfg.Registry.MustRegister(engineCollectors(eng)...)
 		srv.SetScorer(sc, id)
 		slog.Info("model loaded", "file", id.File, "sha256", id.SHA256, "name", srv.ModelName(), "seconds", time.Since(start).Seconds())
 		loadDone <- loaded{eng: eng}

@@ -7,6 +7,7 @@
 #   CPU_TARGET=x86-64-v3 scripts/llama.cpp/build.sh
 #   LINK=dynamic CPU_TARGET=x86-64-v3 scripts/llama.cpp/build.sh   # the images' libraries
 #   LINK=dynamic GPU=cuda CUDA_ARCHS="75;86;89;90" scripts/llama.cpp/build.sh
+#   TOOLS=server scripts/llama.cpp/build.sh   # llama-server, the peer of `make bench-peer`
 #
 # LINK=static (the default) gives static archives: one self-contained
 # binary. LINK=dynamic gives shared libraries with ggml's backends as
@@ -31,6 +32,7 @@ LLAMA_DIR="${LLAMA_DIR:-${DATA:-.verdict}/llama.cpp}"
 CPU_TARGET="${CPU_TARGET:-native}"
 GPU="${GPU:-}"
 LINK="${LINK:-static}"
+TOOLS="${TOOLS:-}"
 CUDA_ARCHS="${CUDA_ARCHS:-75;86;89;90}"
 JOBS="${JOBS:-$(nproc)}"
 
@@ -71,6 +73,16 @@ if [ "$LINK" = dynamic ]; then
 	flags+=(-DGGML_BACKEND_DL=ON '-DCMAKE_INSTALL_RPATH=$ORIGIN' -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON)
 	name="$name-dl"
 fi
+case "$TOOLS" in
+"") ;;
+server)
+	# llama-server of the same pin and CPU flags: the peer benchmark's
+	# standard path (no curl, no TLS: it serves 127.0.0.1 only there).
+	flags+=(-DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON)
+	name="$name-server"
+	;;
+*) echo "llama.cpp build: TOOLS=$TOOLS is not known (server, or empty)" >&2; exit 2 ;;
+esac
 case "$GPU" in
 "") ;;
 cuda)
@@ -94,6 +106,15 @@ echo "llama.cpp build: cmake ${flags[*]}" >&2
 start=$(date +%s)
 cmake -S "$src" -B "$build" "${gen[@]}" "${flags[@]}" "-DCMAKE_INSTALL_PREFIX=$prefix" >"$build.log" 2>&1 ||
 	{ tail -40 "$build.log" >&2; exit 1; }
+if [ "$TOOLS" = server ]; then
+	cmake --build "$build" -j "$JOBS" --target llama-server >>"$build.log" 2>&1 || { tail -40 "$build.log" >&2; exit 1; }
+	mkdir -p "$prefix/bin"
+	cp -f "$build/bin/llama-server" "$prefix/bin/llama-server"
+	echo "${flags[*]}" >"$prefix/.verdict-built"
+	echo "llama.cpp build: llama-server done in $(($(date +%s) - start)) s into $prefix/bin" >&2
+	echo "$prefix"
+	exit 0
+fi
 targets=(llama)
 # Backend modules are not dependencies of libllama when they are loaded
 # at run time: name them.

@@ -1,0 +1,498 @@
+// Package peer measures verdict against the server users would run
+// instead: llama-server of the pinned upstream llama.cpp, on the same GGUF
+// with the same threads, each driven through its natural API — verdict
+// with one System One request per state and with one SemIf decision per
+// request; llama-server with one /completion per question (n_predict 1,
+// cache_prompt, the state first in verdict's own prompt), with one slot
+// and with N slots under N clients. Modes run interleaved in rounds; each
+// round prefixes every state with its number so that no cache carries
+// over between rounds.
+package peer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/engine"
+)
+
+// Config says what to compare.
+type Config struct {
+	// Verdict is the verdict binary (`verdict serve` is started from it).
+	Verdict string
+	// LlamaServer is the llama-server binary of the pinned llama.cpp.
+	LlamaServer string
+	// Model is the GGUF both load.
+	Model string
+	// Threads both use (llama-server: --threads and --threads-batch).
+	Threads int
+	// Cases are JevBench-240 lines (System One requests with an id).
+	Cases [][]byte
+	// Rounds of interleaved measurements. Defaults to 3.
+	Rounds int
+	// Slots is llama-server's --parallel for its N-slot mode, and the
+	// number of concurrent clients in the concurrent modes. Defaults to 4.
+	Slots int
+	// Timeout bounds each request. Defaults to 10 minutes.
+	Timeout time.Duration
+	// Log receives progress and the servers' failures.
+	Log io.Writer
+}
+
+// Mode is one system in one way of calling it, over all rounds.
+type Mode struct {
+	Name string `json:"name"`
+	// Clients is how many requests were in flight at once.
+	Clients int `json:"clients"`
+	// DecisionsPerSec per round.
+	DecisionsPerSec []float64 `json:"decisions_per_s"`
+	// TokensEvaluated per round (prompt tokens the model computed).
+	TokensEvaluated []int64 `json:"tokens_evaluated"`
+	// Latencies of every request of every round, in milliseconds.
+	LatencyMs []float64 `json:"latency_ms"`
+}
+
+// Report is the whole comparison.
+type Report struct {
+	Decisions int `json:"decisions"`
+	States    int `json:"states"`
+	// MinimalTokens: each state once plus every question's own suffix.
+	MinimalTokens int64 `json:"minimal_tokens"`
+	// PeakPrefill is the best fresh prefill rate seen (tokens/s), measured
+	// on llama-server with the prompt cache off, once per round.
+	PeakPrefill float64 `json:"peak_prefill_tokens_per_s"`
+	Modes       []Mode  `json:"modes"`
+}
+
+// Run starts both servers on 127.0.0.1, measures, stops them.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.Rounds <= 0 {
+		cfg.Rounds = 3
+	}
+	if cfg.Slots <= 0 {
+		cfg.Slots = 4
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Minute
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	if len(cfg.Cases) == 0 {
+		return nil, errors.New("peer: no cases")
+	}
+	th := strconv.Itoa(cfg.Threads)
+	vs, err := start(ctx, cfg, "verdict serve", cfg.Verdict, "/ping",
+		"serve", "--model", cfg.Model, "--threads", th, "--log-level", "warn", "--max-concurrent", strconv.Itoa(cfg.Slots), "--addr")
+	if err != nil {
+		return nil, err
+	}
+	defer vs.stop()
+	one, err := start(ctx, cfg, "llama-server --parallel 1", cfg.LlamaServer, "/health",
+		"-m", cfg.Model, "--threads", th, "--threads-batch", th, "--parallel", "1", "-c", "8192", "--log-disable", "--host", "127.0.0.1", "--port")
+	if err != nil {
+		return nil, err
+	}
+	defer one.stop()
+	many, err := start(ctx, cfg, fmt.Sprintf("llama-server --parallel %d", cfg.Slots), cfg.LlamaServer, "/health",
+		"-m", cfg.Model, "--threads", th, "--threads-batch", th, "--parallel", strconv.Itoa(cfg.Slots), "-c", strconv.Itoa(8192*cfg.Slots), "--log-disable", "--host", "127.0.0.1", "--port")
+	if err != nil {
+		return nil, err
+	}
+	defer many.stop()
+
+	c := &client{http: &http.Client{Timeout: cfg.Timeout}}
+	family, err := c.chatFamily(ctx, one.url)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{States: len(cfg.Cases)}
+	modes := []*Mode{
+		{Name: "verdict System One, a request per state", Clients: cfg.Slots},
+		{Name: "verdict SemIf, a request per decision", Clients: cfg.Slots},
+		{Name: "llama-server 1 slot, a completion per question", Clients: 1},
+		{Name: fmt.Sprintf("llama-server %d slots, a completion per question", cfg.Slots), Clients: cfg.Slots},
+	}
+	for r := 1; r <= cfg.Rounds; r++ {
+		w, err := buildRound(cfg.Cases, r, family)
+		if err != nil {
+			return nil, err
+		}
+		if r == 1 {
+			rep.Decisions = len(w.decisions)
+			if rep.MinimalTokens, err = c.minimalTokens(ctx, one.url, w); err != nil {
+				return nil, err
+			}
+		}
+		peak, err := c.peakPrefill(ctx, one.url, w)
+		if err != nil {
+			return nil, err
+		}
+		rep.PeakPrefill = max(rep.PeakPrefill, peak)
+		runs := []func() (int64, []time.Duration, error){
+			func() (int64, []time.Duration, error) { return c.verdictSystemOne(ctx, vs.url, w, cfg.Slots) },
+			func() (int64, []time.Duration, error) { return c.verdictSemIf(ctx, vs.url, w, cfg.Slots) },
+			func() (int64, []time.Duration, error) { return c.completions(ctx, one.url, w, 1) },
+			func() (int64, []time.Duration, error) { return c.completions(ctx, many.url, w, cfg.Slots) },
+		}
+		for i, run := range runs {
+			fmt.Fprintf(cfg.Log, "round %d: %s\n", r, modes[i].Name)
+			t0 := time.Now()
+			tokens, lat, err := run()
+			if err != nil {
+				return nil, fmt.Errorf("round %d, %s: %w", r, modes[i].Name, err)
+			}
+			modes[i].DecisionsPerSec = append(modes[i].DecisionsPerSec, float64(len(w.decisions))/time.Since(t0).Seconds())
+			modes[i].TokensEvaluated = append(modes[i].TokensEvaluated, tokens)
+			for _, l := range lat {
+				modes[i].LatencyMs = append(modes[i].LatencyMs, float64(l.Microseconds())/1000)
+			}
+		}
+	}
+	for _, m := range modes {
+		rep.Modes = append(rep.Modes, *m)
+	}
+	return rep, nil
+}
+
+// round is one round's workload: the cases with their states prefixed by
+// the round, as System One bodies, decisions and verdict's prompts.
+type round struct {
+	systemOne [][]byte            // one body per state
+	decisions []decision.Decision // every question, state by state
+	prompts   []engine.Prompt     // decisions' prompts, as verdict renders them
+	heads     []int               // index of each state's first decision
+}
+
+func buildRound(cases [][]byte, r int, family engine.ChatFamily) (*round, error) {
+	w := &round{}
+	for i, line := range cases {
+		var c map[string]any
+		if err := json.Unmarshal(line, &c); err != nil {
+			return nil, fmt.Errorf("case %d: %w", i+1, err)
+		}
+		st, ok := c["state"].(string)
+		if !ok {
+			return nil, fmt.Errorf("case %d: state is not text", i+1)
+		}
+		c["state"] = fmt.Sprintf("Round %d. %s", r, st)
+		c["model"] = "verdict"
+		delete(c, "id")
+		body, err := json.Marshal(c)
+		if err != nil {
+			return nil, err
+		}
+		req, err := decision.ParseSystemOne(body, decision.Limits{})
+		if err != nil {
+			return nil, fmt.Errorf("case %d: %w", i+1, err)
+		}
+		w.systemOne = append(w.systemOne, body)
+		w.heads = append(w.heads, len(w.decisions))
+		for _, d := range req.Decisions() {
+			w.decisions = append(w.decisions, d)
+			w.prompts = append(w.prompts, engine.Render(&d, family))
+		}
+	}
+	return w, nil
+}
+
+type client struct{ http *http.Client }
+
+func (c *client) post(ctx context.Context, url string, body any, out any) error {
+	var buf []byte
+	switch b := body.(type) {
+	case []byte:
+		buf = b
+	default:
+		var err error
+		if buf, err = json.Marshal(body); err != nil {
+			return err
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(buf))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST %s: %s: %.300s", url, resp.Status, data)
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+// chatFamily asks llama-server for the model's chat template, so that the
+// completions carry exactly verdict's prompt.
+func (c *client) chatFamily(ctx context.Context, base string) (engine.ChatFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/props", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var props struct {
+		ChatTemplate string `json:"chat_template"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&props); err != nil {
+		return "", fmt.Errorf("llama-server /props: %w", err)
+	}
+	return engine.DetectChat(props.ChatTemplate), nil
+}
+
+// tokens counts text's tokens with the model's tokenizer.
+func (c *client) tokens(ctx context.Context, base, text string) (int, error) {
+	var out struct {
+		Tokens []json.RawMessage `json:"tokens"`
+	}
+	if err := c.post(ctx, base+"/tokenize", map[string]any{"content": text, "add_special": true, "parse_special": true}, &out); err != nil {
+		return 0, err
+	}
+	return len(out.Tokens), nil
+}
+
+// minimalTokens is each state prefix once plus every decision's suffix.
+func (c *client) minimalTokens(ctx context.Context, base string, w *round) (int64, error) {
+	var n int64
+	head := 0
+	for i, p := range w.prompts {
+		full, err := c.tokens(ctx, base, p.Text())
+		if err != nil {
+			return 0, err
+		}
+		if slices.Contains(w.heads, i) {
+			if head, err = c.tokens(ctx, base, p.Text()[:p.StateEnd]); err != nil {
+				return 0, err
+			}
+			n += int64(head)
+		}
+		n += int64(full - head)
+	}
+	return n, nil
+}
+
+type completion struct {
+	Timings struct {
+		PromptN  int     `json:"prompt_n"`
+		PromptMs float64 `json:"prompt_ms"`
+	} `json:"timings"`
+}
+
+// peakPrefill: the fastest fresh prefill of the round's first prompts
+// (prompt cache off).
+func (c *client) peakPrefill(ctx context.Context, base string, w *round) (float64, error) {
+	best := 0.0
+	for _, h := range w.heads[:min(len(w.heads), 3)] {
+		var out completion
+		if err := c.post(ctx, base+"/completion", map[string]any{"prompt": w.prompts[h].Text(), "n_predict": 1, "cache_prompt": false}, &out); err != nil {
+			return 0, err
+		}
+		if out.Timings.PromptMs > 0 {
+			best = max(best, float64(out.Timings.PromptN)/out.Timings.PromptMs*1000)
+		}
+	}
+	return best, nil
+}
+
+// completions sends one /completion per decision from clients at once, in
+// state order.
+func (c *client) completions(ctx context.Context, base string, w *round, clients int) (int64, []time.Duration, error) {
+	var tokens int64
+	var mu sync.Mutex
+	lat, err := fanOut(len(w.decisions), clients, func(i int) error {
+		var out completion
+		err := c.post(ctx, base+"/completion", map[string]any{
+			"prompt": w.prompts[i].Text(), "n_predict": 1, "cache_prompt": true, "n_probs": len(w.decisions[i].Options),
+		}, &out)
+		mu.Lock()
+		tokens += int64(out.Timings.PromptN)
+		mu.Unlock()
+		return err
+	})
+	return tokens, lat, err
+}
+
+// verdictSystemOne sends one System One request per state.
+func (c *client) verdictSystemOne(ctx context.Context, base string, w *round, clients int) (int64, []time.Duration, error) {
+	before, err := c.evaluated(ctx, base)
+	if err != nil {
+		return 0, nil, err
+	}
+	lat, err := fanOut(len(w.systemOne), clients, func(i int) error {
+		return c.post(ctx, base+"/v1/systemone", w.systemOne[i], nil)
+	})
+	after, merr := c.evaluated(ctx, base)
+	return after - before, lat, errors.Join(err, merr)
+}
+
+// verdictSemIf sends one SemIf decision per request.
+func (c *client) verdictSemIf(ctx context.Context, base string, w *round, clients int) (int64, []time.Duration, error) {
+	before, err := c.evaluated(ctx, base)
+	if err != nil {
+		return 0, nil, err
+	}
+	lat, err := fanOut(len(w.decisions), clients, func(i int) error {
+		return c.post(ctx, base+"/invocations", map[string]any{"decision": w.decisions[i]}, nil)
+	})
+	after, merr := c.evaluated(ctx, base)
+	return after - before, lat, errors.Join(err, merr)
+}
+
+// evaluated reads verdict's count of prompt tokens evaluated from /metrics.
+func (c *client) evaluated(ctx context.Context, base string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "verdict_engine_tokens_evaluated_total "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int64(f), err
+		}
+	}
+	return 0, errors.New("verdict /metrics has no verdict_engine_tokens_evaluated_total")
+}
+
+// fanOut calls fn(0..n-1) from clients goroutines taking indexes in order,
+// and returns each call's latency.
+func fanOut(n, clients int, fn func(i int) error) ([]time.Duration, error) {
+	next := make(chan int)
+	lat := make([]time.Duration, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				t := time.Now()
+				errs[i] = fn(i)
+				lat[i] = time.Since(t)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return lat, errors.Join(errs...)
+}
+
+// server is a started child process.
+type server struct {
+	name string
+	cmd  *exec.Cmd
+	url  string
+	logs *syncBuffer
+	done chan struct{} // closed when the process has exited
+}
+
+// syncBuffer is a bytes.Buffer the child's output goroutines and the
+// caller may use at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// start runs bin with args plus a free port (or 127.0.0.1:port for
+// verdict's --addr) and waits until health answers 200.
+func start(ctx context.Context, cfg Config, name, bin, health string, args ...string) (*server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	last := strconv.Itoa(port)
+	if args[len(args)-1] == "--addr" {
+		last = "127.0.0.1:" + last
+	}
+	s := &server{name: name, logs: &syncBuffer{}, url: "http://127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{})}
+	s.cmd = exec.Command(bin, append(args, last)...)
+	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
+	s.cmd.Env = os.Environ()
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url+health, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				fmt.Fprintf(cfg.Log, "%s ready at %s\n", name, s.url)
+				return s, nil
+			}
+		}
+		select {
+		case <-s.done:
+			return nil, fmt.Errorf("%s exited before it was ready: %.2000s", name, s.logs.String())
+		case <-ctx.Done():
+			s.stop()
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	s.stop()
+	return nil, fmt.Errorf("%s did not become ready: %.2000s", name, s.logs.String())
+}
+
+func (s *server) stop() {
+	_ = s.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-s.done:
+	case <-time.After(20 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}

@@ -1,0 +1,85 @@
+package peer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/verdict-dev/verdict/engine"
+)
+
+const twoCases = `{"id":"a","state":"The printer is out of toner.","questions":{"team":{"type":"choice","instructions":"Which team?","criteria":{"it":"IT","facilities":"Facilities"}},"urgent":{"type":"noul","instructions":"Is it urgent?"}}}
+{"id":"b","state":"I was charged twice.","questions":{"refund":{"type":"noul","instructions":"Does the customer want money back?"}}}`
+
+// TestBuildRoundPrefixesStatesPerRound: each round's states differ, so no
+// cache of either server carries over from an earlier round; decisions
+// keep state order and prompts are verdict's own.
+func TestBuildRoundPrefixesStatesPerRound(t *testing.T) {
+	var cases [][]byte
+	for _, l := range strings.Split(twoCases, "\n") {
+		cases = append(cases, []byte(l))
+	}
+	r1, err := buildRound(cases, 1, engine.ChatPlain)
+	require.NoError(t, err)
+	r2, err := buildRound(cases, 2, engine.ChatPlain)
+	require.NoError(t, err)
+	require.Len(t, r1.systemOne, 2)
+	require.Len(t, r1.decisions, 3)
+	require.Equal(t, []int{0, 2}, r1.heads)
+	var body map[string]any
+	require.NoError(t, json.Unmarshal(r1.systemOne[0], &body))
+	require.Equal(t, "Round 1. The printer is out of toner.", body["state"])
+	require.Equal(t, "verdict", body["model"])
+	require.NotContains(t, body, "id")
+	require.Contains(t, r1.prompts[0].Text(), "Round 1. The printer")
+	require.Contains(t, r2.prompts[0].Text(), "Round 2. The printer")
+	require.Equal(t, r1.prompts[0].Text()[:r1.prompts[0].StateEnd], r1.prompts[1].Text()[:r1.prompts[1].StateEnd], "questions of one state share its head")
+
+	_, err = buildRound([][]byte{[]byte(`{"state": {"a": 1}, "questions": {}}`)}, 1, engine.ChatPlain)
+	require.ErrorContains(t, err, "state is not text")
+	_, err = buildRound([][]byte{[]byte(`not json`)}, 1, engine.ChatPlain)
+	require.ErrorContains(t, err, "case 1")
+}
+
+func TestFanOutCallsEveryIndexOnceAndJoinsErrors(t *testing.T) {
+	var seen [20]atomic.Int32
+	lat, err := fanOut(20, 4, func(i int) error {
+		seen[i].Add(1)
+		if i == 7 {
+			return errors.New("seven")
+		}
+		return nil
+	})
+	require.ErrorContains(t, err, "seven")
+	require.Len(t, lat, 20)
+	for i := range seen {
+		require.Equal(t, int32(1), seen[i].Load(), "index %d", i)
+	}
+}
+
+// TestRatiosPairRounds: the headline ratios compare the best mode of each
+// side within the same round.
+func TestRatiosPairRounds(t *testing.T) {
+	r := &Report{Decisions: 100, States: 10, MinimalTokens: 10000, PeakPrefill: 1000, Modes: []Mode{
+		{Name: "verdict System One", Clients: 4, DecisionsPerSec: []float64{10, 5, 12}, TokensEvaluated: []int64{1, 1, 1}, LatencyMs: []float64{1, 2, 3}},
+		{Name: "verdict SemIf", Clients: 4, DecisionsPerSec: []float64{8, 9, 6}},
+		{Name: "llama-server 1 slot", Clients: 1, DecisionsPerSec: []float64{5, 4, 6}},
+		{Name: "llama-server 4 slots", Clients: 4, DecisionsPerSec: []float64{4, 3, 4}},
+	}}
+	require.Equal(t, 10.0, r.BoundPerSec())
+	med, lo, hi := r.Ratio(isVerdict, func(m Mode) bool { return !isVerdict(m) })
+	// Rounds: 10/5 = 2, 9/4 = 2.25, 12/6 = 2.
+	require.InDelta(t, 2.0, med, 1e-9)
+	require.InDelta(t, 2.0, lo, 1e-9)
+	require.InDelta(t, 2.25, hi, 1e-9)
+	var buf bytes.Buffer
+	r.WriteTable(&buf)
+	require.Contains(t, buf.String(), "token bound 10.00 decisions/s")
+	require.Contains(t, buf.String(), "verdict's best / llama-server's best: 2.00x [2.00–2.25]")
+	require.Contains(t, buf.String(), "3 rounds")
+}

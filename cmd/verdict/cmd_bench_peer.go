@@ -1,0 +1,91 @@
+//go:build llamacpp
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/verdict-dev/verdict/bench/peer"
+	"github.com/verdict-dev/verdict/engine/llamacpp"
+)
+
+// peerFlags are `verdict bench --peer`'s settings.
+type peerFlags struct {
+	name, llamaServer, model, data, jevbench, out string
+	cases, slots, threads, rounds                 int
+}
+
+// runPeer compares `verdict serve` with llama-server on the same model
+// (package bench/peer) and prints the table.
+func runPeer(ctx context.Context, f peerFlags) error {
+	switch {
+	case f.name != "llama-server":
+		return fmt.Errorf("flag --peer: %q is not a known peer (llama-server)", f.name)
+	case f.llamaServer == "":
+		return fmt.Errorf("flag --llama-server: required with --peer llama-server (make llama-server prints it)")
+	case f.cases < 1:
+		return fmt.Errorf("flag --peer-cases: must be >= 1, got %d", f.cases)
+	case f.slots < 1:
+		return fmt.Errorf("flag --peer-slots: must be >= 1, got %d", f.slots)
+	}
+	if _, err := os.Stat(f.llamaServer); err != nil {
+		return fmt.Errorf("flag --llama-server: %w", err)
+	}
+	cases, err := readLines(f.jevbench, f.cases)
+	if err != nil {
+		return fmt.Errorf("flag --jevbench: %w", err)
+	}
+	if f.model == "" {
+		if f.model, err = synthModel(f.data, "small"); err != nil {
+			return err
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	threads := f.threads
+	if threads == 0 {
+		threads = llamacpp.Options{}.WithDefaults().Threads // the engine's default: physical cores
+	}
+	rep, err := peer.Run(ctx, peer.Config{Verdict: self, LlamaServer: f.llamaServer, Model: f.model, Threads: threads,
+		Cases: cases, Rounds: f.rounds, Slots: f.slots, Log: os.Stderr})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("verdict serve vs llama-server: %s, %d threads\n", f.model, threads)
+	rep.WriteTable(os.Stdout)
+	if f.out != "" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err == nil {
+			err = os.WriteFile(f.out, b, 0o644)
+		}
+		if err != nil {
+			return fmt.Errorf("flag --out: %w", err)
+		}
+	}
+	return nil
+}
+
+// readLines returns up to n non-empty lines of path.
+func readLines(path string, n int) ([][]byte, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	var out [][]byte
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() && len(out) < n {
+		if line := strings.TrimSpace(sc.Text()); line != "" {
+			out = append(out, []byte(line))
+		}
+	}
+	return out, sc.Err()
+}
