@@ -365,9 +365,9 @@ func TestSlowlorisUp(t *testing.T) {
 func TestOverloadAnswers503WithBoundedMemory(t *testing.T) {
 	p, url := startServe(t, "--max-concurrent", "1", "--max-queue", "2")
 	var decisions []string
-	for i := range 32 {
-		decisions = append(decisions, fmt.Sprintf(`{"id": "d%d", "state": %q, "question": "Which queue?", "options": [{"id": "a", "description": "A."}, {"id": "b", "description": "B."}, {"id": "c", "description": "C."}]}`,
-			i, ticketState("overload", i, 20)))
+	for i := range 16 {
+		decisions = append(decisions, fmt.Sprintf(`{"id": "d%d", "state": %q, "question": "Which queue, %d?", "options": [{"id": "a", "description": "A."}, {"id": "b", "description": "B."}, {"id": "c", "description": "C."}]}`,
+			i, ticketState("overload", 1, 6), i))
 	}
 	body := `{"decisions": [` + strings.Join(decisions, ",") + `]}`
 	c := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: overloadClients}}
