@@ -57,8 +57,9 @@ var (
 )
 
 // TestMain builds the verdict binary once (with this test binary's
-// llama.cpp route and the cgo flags of the environment, which make sets),
-// writes the tiny synthetic model, runs the checks and removes both.
+// llama.cpp route and the cgo flags of the environment, which make sets;
+// VERDICT_CHAOS_BIN names a prebuilt one instead), writes the tiny
+// synthetic model, runs the checks and removes both.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "verdict-chaos")
 	if err != nil {
@@ -66,10 +67,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := func() int {
-		verdictBin = filepath.Join(dir, "verdict")
-		if out, err := exec.Command("go", "build", "-tags", buildTags, "-o", verdictBin, "../cmd/verdict").CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build -tags %s ../cmd/verdict: %v\n%s", buildTags, err, out)
-			return 1
+		verdictBin = os.Getenv("VERDICT_CHAOS_BIN")
+		if verdictBin == "" {
+			verdictBin = filepath.Join(dir, "verdict")
+			if out, err := exec.Command("go", "build", "-tags", buildTags, "-o", verdictBin, "../cmd/verdict").CombinedOutput(); err != nil {
+				fmt.Fprintf(os.Stderr, "go build -tags %s ../cmd/verdict: %v\n%s", buildTags, err, out)
+				return 1
+			}
 		}
 		tinyModel = filepath.Join(dir, "tiny.gguf")
 		if out, err := exec.Command(verdictBin, "model", "synth", "--shape", "tiny", "--seed", "1", "-o", tinyModel).CombinedOutput(); err != nil {

@@ -4,6 +4,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,6 +28,9 @@ const (
 	longMessages    = 24              // messages of long decodes queued in the worker
 	longStateReps   = 120             // sentences per state: a few thousand tokens each
 	longDecodeShape = "medium"        // a model slow enough to be caught mid-decode
+	// longDecodeBatch tokens per decode call: one call stays well inside
+	// shutdownMargin, so the check asks for "within one decode call".
+	longDecodeBatch = 512
 )
 
 // TestSIGTERMDrainsServeInDeadline protects `verdict serve`'s graceful
@@ -120,7 +124,7 @@ func TestSIGTERMStopsLongDecodeInDeadline(t *testing.T) {
 	}
 	sendAll(t, context.Background(), q, msgs)
 
-	w := start(t, nil, "worker", "--queue", "local", "--data", data, "--model", model, "--threads", "2", "--ctx", "8192",
+	w := start(t, nil, "worker", "--queue", "local", "--data", data, "--model", model, "--threads", "2", "--ctx", "8192", "--batch", fmt.Sprint(longDecodeBatch),
 		"--shutdown-timeout", drainDeadline.String(), "--wait", "1s", "--log-format", "json", "--log-level", "debug")
 	w.waitLog(t, msgWorkerStarted, startTimeout)
 	// SIGTERM once the first messages are being decoded.
