@@ -82,7 +82,7 @@ func TestKillUpLosesNothing(t *testing.T) {
 	for k := range upKills {
 		time.Sleep(between(r, 300*time.Millisecond, 2*time.Second))
 		p.kill()
-		t.Logf("kill %d of `verdict up`", k+1)
+		t.Logf("kill %d of `verdict up`; %d of %d decisions stored so far", k+1, len(readStore(t, filepath.Join(data, "results.db"))), 2*upRequests)
 		p, _ = startUp(t, addr, data, args...)
 	}
 	<-feedDone
@@ -191,21 +191,25 @@ func TestKillSQSWorkerLosesNothing(t *testing.T) {
 	want := map[string]bool{}
 	var msgs []queue.Outgoing
 	for i := range sqsMessages {
-		m, keys := envelope(t, "sqs", i, stateReps)
+		m, keys := envelope(t, "sqs", i, 3*stateReps)
 		msgs = append(msgs, m)
 		want[keys[0]], want[keys[1]] = true, true
 	}
-	sendAll(t, ctx, newSQS(t, ctx, moto, work.URL), msgs)
+	in := newSQS(t, ctx, moto, work.URL)
 
+	// The messages come in waves, one before each start, so that every
+	// kill finds work in flight.
 	got, copies := map[string]sink.Record{}, map[string]int{}
 	rq := newSQS(t, ctx, moto, results.URL)
+	wave := (len(msgs) + sqsKills - 1) / sqsKills
 	for k := range sqsKills {
+		sendAll(t, ctx, in, msgs[min(k*wave, len(msgs)):min((k+1)*wave, len(msgs))])
 		p := sqsWorker(t, moto, work.URL, results.URL)
 		p.waitLog(t, msgWorkerStarted, startTimeout)
 		time.Sleep(between(r, 300*time.Millisecond, 3*time.Second))
 		p.kill()
 		sqsResults(t, ctx, rq, got, copies)
-		t.Logf("kill %d of the SQS worker; %d of %d decisions published so far", k+1, len(got), len(want))
+		t.Logf("kill %d of the SQS worker; %d of %d decisions sent are published", k+1, len(got), 2*min((k+1)*wave, len(msgs)))
 	}
 	p := sqsWorker(t, moto, work.URL, results.URL)
 	eventually(t, killSettleLimit, 0, func() bool {
