@@ -148,6 +148,11 @@ conformance/js/node_modules: conformance/js/package.json conformance/js/package-
 test/sdk: $(LLAMA_DEP) conformance/js/node_modules
 	$(GO) test -tags $(TAGS) -count=1 -run TestTypeSafeSDKConformance -v ./cmd/verdict
 
+## chaos: the chaos suite (docs/chaos.md) — kill -9, 503 storms, bad and slow clients, SIGTERM under load, on the route of LLAMA; about 5 minutes, not part of make test; RUN=regexp picks checks
+.PHONY: chaos
+chaos: $(LLAMA_DEP)
+	$(GO) test -tags chaos,$(TAGS) -count=1 -timeout 40m -v -run '$(RUN)' ./chaos/
+
 ## test/short: unit tests only, no llama.cpp build
 .PHONY: test/short
 test/short:
