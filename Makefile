@@ -56,9 +56,11 @@ LLAMA_DEP  := llama-src
 BUILD_DEP  :=
 else ifeq ($(LLAMA),upstream)
 TAGS       ?= llamacpp,upstream
+# The peer benchmark's llama-server (make llama-server), for its test.
+export VERDICT_LLAMA_SERVER := $(abspath $(LLAMA_DIR))/$(LLAMA_TREE)-$(CPU_TARGET)-server/bin/llama-server
 export CGO_CPPFLAGS := -I$(LLAMA_PREFIX)/include
 export CGO_LDFLAGS  := -L$(LLAMA_PREFIX)/lib $(LLAMA_LIBS) -lstdc++ -lm -fopenmp -lpthread
-LLAMA_DEP  := llama-lib
+LLAMA_DEP  := llama-lib llama-server
 BUILD_DEP  := llama-lib
 else
 $(error LLAMA=$(LLAMA): want module or upstream)

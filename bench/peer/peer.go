@@ -190,7 +190,7 @@ func buildRound(cases [][]byte, r int, family engine.ChatFamily) (*round, error)
 			return nil, fmt.Errorf("case %d: state is not text", i+1)
 		}
 		c["state"] = fmt.Sprintf("Round %d. %s", r, st)
-		c["model"] = "verdict"
+		c["model"] = "default" // an alias every verdict serve accepts
 		delete(c, "id")
 		body, err := json.Marshal(c)
 		if err != nil {

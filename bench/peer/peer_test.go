@@ -34,7 +34,7 @@ func TestBuildRoundPrefixesStatesPerRound(t *testing.T) {
 	var body map[string]any
 	require.NoError(t, json.Unmarshal(r1.systemOne[0], &body))
 	require.Equal(t, "Round 1. The printer is out of toner.", body["state"])
-	require.Equal(t, "verdict", body["model"])
+	require.Equal(t, "default", body["model"])
 	require.NotContains(t, body, "id")
 	require.Contains(t, r1.prompts[0].Text(), "Round 1. The printer")
 	require.Contains(t, r2.prompts[0].Text(), "Round 2. The printer")

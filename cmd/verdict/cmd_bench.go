@@ -66,6 +66,10 @@ func runBench(ctx context.Context, args []string) error {
 			quants = append(quants, q)
 		}
 	}
+	if *peerName != "" {
+		return runPeer(ctx, peerFlags{name: *peerName, llamaServer: *llamaServer, cases: *peerCases, slots: *peerSlots,
+			model: *modelPath, data: *data, jevbench: *jev, threads: *threads, rounds: *rounds, out: *out})
+	}
 	cfg := bench.Config{Model: *modelPath, PrefillModel: *prefill, Threads: *threads, States: *states, Questions: *questions,
 		JevBench: *jev, JevLimit: *limit, Independent: *indep, Concurrency: *conc, IndependentTokens: *indepTokens, FlashAttention: *flashAttn, BranchBatchTokens: *branchTokens, PrefixCacheTokens: *cacheTokens, Debias: *debias, Rounds: *rounds, GPULayers: gpuLayersFor(*gpuLayers, llamacpp.Info().Devices), Log: os.Stderr}
 	for _, w := range strings.Split(*workloads, ",") {
@@ -90,10 +94,6 @@ func runBench(ctx context.Context, args []string) error {
 		if cfg.PrefillModel, err = synthModel(*data, "small"); err != nil {
 			return err
 		}
-	}
-	if *peerName != "" {
-		return runPeer(ctx, peerFlags{name: *peerName, llamaServer: *llamaServer, cases: *peerCases, slots: *peerSlots,
-			model: *modelPath, data: *data, jevbench: *jev, threads: *threads, rounds: *rounds, out: *out})
 	}
 	rep, err := bench.Run(ctx, cfg)
 	for _, q := range quants {

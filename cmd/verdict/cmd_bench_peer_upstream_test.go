@@ -1,0 +1,82 @@
+//go:build llamacpp && upstream
+
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/verdict-dev/verdict/bench/peer"
+)
+
+// TestBenchPeerAgainstLlamaServer runs `verdict bench --peer llama-server`
+// end to end against the real llama-server of the pinned llama.cpp (the
+// Makefile builds it and names it in VERDICT_LLAMA_SERVER) on the tiny
+// model: every mode scores every decision and reports the tokens it
+// evaluated. Speed is not asserted: that is what the benchmark is for.
+func TestBenchPeerAgainstLlamaServer(t *testing.T) {
+	server := os.Getenv("VERDICT_LLAMA_SERVER")
+	if server == "" {
+		t.Fatal("VERDICT_LLAMA_SERVER is not set: run through make (make test/pkg LLAMA=upstream), which builds llama-server")
+	}
+	bin := buildVerdict(t)
+	dir := t.TempDir()
+	model := filepath.Join(dir, "tiny.gguf")
+	require.NoError(t, exec.Command(bin, "model", "synth", "--shape", "tiny", "-o", model).Run())
+	out := filepath.Join(dir, "peer.json")
+	cmd := exec.Command(bin, "bench", "--peer", "llama-server", "--llama-server", server, "--model", model,
+		"--jevbench", "../../../shared/data/jevbench-240/cases.jsonl", "--peer-cases", "2", "--peer-slots", "2",
+		"--rounds", "2", "--threads", "2", "--out", out)
+	text, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", text)
+	require.Contains(t, string(text), "verdict's best / llama-server's best")
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	var rep peer.Report
+	require.NoError(t, json.Unmarshal(b, &rep))
+	require.Equal(t, 2, rep.States)
+	require.Greater(t, rep.Decisions, 2)
+	require.Greater(t, rep.PeakPrefill, 0.0)
+	require.Greater(t, rep.MinimalTokens, int64(0))
+	require.Len(t, rep.Modes, 4)
+	for _, m := range rep.Modes {
+		require.Len(t, m.DecisionsPerSec, 2, m.Name)
+		requests := rep.Decisions // one per decision, each round
+		if strings.Contains(m.Name, "System One") {
+			requests = rep.States // one per state
+		}
+		require.Len(t, m.LatencyMs, 2*requests, m.Name)
+		for _, tok := range m.TokensEvaluated {
+			require.Greater(t, tok, int64(0), m.Name)
+		}
+	}
+}
+
+func TestBenchPeerFlagErrors(t *testing.T) {
+	bin := buildVerdict(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "--peer", "vllm"}, "flag --peer"},
+		{[]string{"bench", "--peer", "llama-server"}, "flag --llama-server: required"},
+		{[]string{"bench", "--peer", "llama-server", "--llama-server", "/nonexistent/llama-server"}, "flag --llama-server"},
+		{[]string{"bench", "--peer", "llama-server", "--llama-server", bin, "--peer-cases", "0"}, "flag --peer-cases"},
+	} {
+		cmd := exec.Command(bin, tc.args...)
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "VERDICT_LLAMA_SERVER=") { // the flag's variable: the Makefile sets it
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		out, err := cmd.CombinedOutput()
+		require.Error(t, err, "%v", tc.args)
+		require.Contains(t, string(out), tc.want, "%v", tc.args)
+	}
+}
