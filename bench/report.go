@@ -69,7 +69,7 @@ func finish(rep *Report, minimal int64, avgPrefix, avgSuffix float64, samples []
 		for k := range s {
 			ratios[k] = s[k].DecisionsPerSec / fr[k].DecisionsPerSec
 		}
-		r.SpeedupVsFresh, r.SpeedupMin, r.SpeedupMax = spread(ratios)
+		r.SpeedupVsFresh, r.SpeedupMin, r.SpeedupMax = Spread(ratios)
 		r.MinimalTokens = minimal
 		r.AvgPrefix, r.AvgSuffix = avgPrefix, avgSuffix
 		r.TokenBound = bound
@@ -104,7 +104,7 @@ func (s sample) median() Row {
 	for i, r := range s {
 		dps[i] = r.DecisionsPerSec
 	}
-	med, lo, hi := spread(dps)
+	med, lo, hi := Spread(dps)
 	var out Row
 	for _, r := range s {
 		if r.DecisionsPerSec == med {
@@ -118,14 +118,15 @@ func (s sample) median() Row {
 		for i, r := range s {
 			tps[i] = r.PrefillTokensPerSec
 		}
-		out.PrefillTokensPerSec, out.PrefillTokensPerSecMin, out.PrefillTokensPerSecMax = spread(tps)
+		out.PrefillTokensPerSec, out.PrefillTokensPerSecMin, out.PrefillTokensPerSecMax = Spread(tps)
 	}
 	return out
 }
 
-// spread returns the median (the lower one of an even count), the
-// minimum and the maximum of xs.
-func spread(xs []float64) (med, lo, hi float64) {
+// Spread returns the median (the lower one of an even count), the
+// minimum and the maximum of xs: how every benchmark of verdict reports
+// repeated measurements.
+func Spread(xs []float64) (med, lo, hi float64) {
 	if len(xs) == 0 {
 		return 0, 0, 0
 	}

@@ -5,18 +5,9 @@ import (
 	"io"
 	"slices"
 	"strings"
-)
 
-// spread is the median (the lower one of an even count), minimum and
-// maximum of xs.
-func spread(xs []float64) (med, lo, hi float64) {
-	if len(xs) == 0 {
-		return 0, 0, 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[(len(s)-1)/2], s[0], s[len(s)-1]
-}
+	"github.com/verdict-dev/verdict/bench"
+)
 
 // percentile is the p-th percentile (nearest rank) of xs.
 func percentile(xs []float64, p int) float64 {
@@ -63,7 +54,7 @@ func (r *Report) Ratio(num, den func(Mode) bool) (med, lo, hi float64) {
 			ratios = append(ratios, best(num)/d)
 		}
 	}
-	return spread(ratios)
+	return bench.Spread(ratios)
 }
 
 // WriteTable prints one row per mode and the ratios the comparison is for.
@@ -73,12 +64,12 @@ func (r *Report) WriteTable(w io.Writer) {
 		r.States, r.Decisions, r.MinimalTokens, r.PeakPrefill, bound)
 	fmt.Fprintf(w, "%-52s %7s %22s %10s %10s %12s %8s\n", "mode", "clients", "dec/s [min–max]", "p50 ms", "p95 ms", "tok eval", "of bound")
 	for _, m := range r.Modes {
-		med, lo, hi := spread(m.DecisionsPerSec)
+		med, lo, hi := bench.Spread(m.DecisionsPerSec)
 		toks := make([]float64, len(m.TokensEvaluated))
 		for i, t := range m.TokensEvaluated {
 			toks[i] = float64(t)
 		}
-		tmed, _, _ := spread(toks)
+		tmed, _, _ := bench.Spread(toks)
 		of := "-"
 		if bound > 0 {
 			of = fmt.Sprintf("%.0f%%", 100*med/bound)
