@@ -197,19 +197,11 @@ func runModelQuantize(args []string) error {
 	if _, err := os.Stat(*out); err == nil && !*force {
 		return fmt.Errorf("flag -o: %s exists (pass --force to replace it)", *out)
 	}
-	tmp := *out + ".partial"
-	defer os.Remove(tmp)
-	if err := llamacpp.Quantize(in, tmp, *typ, *threads); err != nil {
+	after, err := quantizeTo(in, *out, *typ, *threads)
+	if err != nil {
 		if strings.Contains(err.Error(), "unknown quantization type") {
 			return fmt.Errorf("flag --type: %w", err)
 		}
-		return err
-	}
-	after, err := model.Inspect(tmp, false)
-	if err != nil {
-		return fmt.Errorf("the quantized file does not read back: %w", err)
-	}
-	if err := os.Rename(tmp, *out); err != nil {
 		return err
 	}
 	fmt.Printf("quantized %s (%s, %.1f MB) to %s (%s, %.1f MB)\n", in, before.Quantization, float64(before.SizeBytes)/1e6, *out, after.Quantization, float64(after.SizeBytes)/1e6)
@@ -240,10 +232,23 @@ func quantizedCopy(path, typ, dataDir string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return "", err
 	}
-	tmp := out + ".partial"
-	defer os.Remove(tmp)
-	if err := llamacpp.Quantize(path, tmp, typ, 0); err != nil {
+	if _, err := quantizeTo(path, out, typ, 0); err != nil {
 		return "", err
 	}
-	return out, os.Rename(tmp, out)
+	return out, nil
+}
+
+// quantizeTo writes in quantized to typ at out: under a temporary name
+// first, read back, then renamed, so a failed run leaves no model behind.
+func quantizeTo(in, out, typ string, threads int) (*model.Info, error) {
+	tmp := out + ".partial"
+	defer os.Remove(tmp)
+	if err := llamacpp.Quantize(in, tmp, typ, threads); err != nil {
+		return nil, err
+	}
+	info, err := model.Inspect(tmp, false)
+	if err != nil {
+		return nil, fmt.Errorf("the quantized file does not read back: %w", err)
+	}
+	return info, os.Rename(tmp, out)
 }

@@ -32,10 +32,6 @@ func init() {
 	})
 }
 
-// upQueueName is the local queue `verdict up` uses; `verdict worker --queue
-// local --data DIR` consumes the same one by default.
-const upQueueName = "cpu"
-
 // upFlags are the flags of `verdict up`.
 type upFlags struct {
 	addr        string
