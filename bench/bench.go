@@ -21,7 +21,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/verdict-dev/verdict/decision"
@@ -362,33 +361,10 @@ func runIndependent(ctx context.Context, cfg Config, rep *Report, fresh *llamacp
 // concurrently scores ds as single decisions from callers goroutines at
 // once, and returns each call's latency.
 func concurrently(ctx context.Context, sc engine.Scorer, ds []decision.Decision, callers int) ([]time.Duration, error) {
-	var mu sync.Mutex
-	var lat []time.Duration
-	var firstErr error
-	next := make(chan decision.Decision)
-	var wg sync.WaitGroup
-	for w := 0; w < callers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for d := range next {
-				t := time.Now()
-				_, err := scoreChecked(ctx, sc, []decision.Decision{d})
-				mu.Lock()
-				lat = append(lat, time.Since(t))
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	for _, d := range ds {
-		next <- d
-	}
-	close(next)
-	wg.Wait()
-	return lat, firstErr
+	return FanOut(len(ds), callers, func(i int) error {
+		_, err := scoreChecked(ctx, sc, ds[i:i+1])
+		return err
+	})
 }
 
 func pct(lat []time.Duration, p int) float64 {

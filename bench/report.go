@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -161,4 +163,30 @@ func (r *Report) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "%d rounds, modes interleaved within each; dec/s = median [min–max]; vs fresh = median [min–max] of the same round's ratio\n", r.Rows[0].Rounds)
 	}
 	fmt.Fprintln(w, "pre+suf = mean state-prefix + suffix tokens; bound = fresh tokens / minimal tokens; of bnd = vs fresh / bound; decode = share of wall inside llama_decode (the rest is Go-side overhead)")
+}
+
+// FanOut calls fn(0..n-1) from clients goroutines taking indexes in order,
+// and returns each call's latency.
+func FanOut(n, clients int, fn func(i int) error) ([]time.Duration, error) {
+	next := make(chan int)
+	lat := make([]time.Duration, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				t := time.Now()
+				errs[i] = fn(i)
+				lat[i] = time.Since(t)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return lat, errors.Join(errs...)
 }

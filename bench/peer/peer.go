@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/verdict-dev/verdict/bench"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
 )
@@ -326,7 +327,7 @@ func (c *client) peakPrefill(ctx context.Context, base string, w *round) (float6
 func (c *client) completions(ctx context.Context, base string, w *round, clients int) (int64, []time.Duration, error) {
 	var tokens int64
 	var mu sync.Mutex
-	lat, err := fanOut(len(w.decisions), clients, func(i int) error {
+	lat, err := bench.FanOut(len(w.decisions), clients, func(i int) error {
 		var out completion
 		err := c.post(ctx, base+"/completion", map[string]any{
 			"prompt": w.prompts[i].Text(), "n_predict": 1, "cache_prompt": true, "n_probs": len(w.decisions[i].Options),
@@ -345,7 +346,7 @@ func (c *client) verdictSystemOne(ctx context.Context, base string, w *round, cl
 	if err != nil {
 		return 0, nil, err
 	}
-	lat, err := fanOut(len(w.systemOne), clients, func(i int) error {
+	lat, err := bench.FanOut(len(w.systemOne), clients, func(i int) error {
 		return c.post(ctx, base+"/v1/systemone", w.systemOne[i], nil)
 	})
 	after, merr := c.evaluated(ctx, base)
@@ -358,7 +359,7 @@ func (c *client) verdictSemIf(ctx context.Context, base string, w *round, client
 	if err != nil {
 		return 0, nil, err
 	}
-	lat, err := fanOut(len(w.decisions), clients, func(i int) error {
+	lat, err := bench.FanOut(len(w.decisions), clients, func(i int) error {
 		return c.post(ctx, base+"/invocations", map[string]any{"decision": w.decisions[i]}, nil)
 	})
 	after, merr := c.evaluated(ctx, base)
@@ -387,32 +388,6 @@ func (c *client) evaluated(ctx context.Context, base string) (int64, error) {
 		}
 	}
 	return 0, errors.New("verdict /metrics has no verdict_engine_tokens_evaluated_total")
-}
-
-// fanOut calls fn(0..n-1) from clients goroutines taking indexes in order,
-// and returns each call's latency.
-func fanOut(n, clients int, fn func(i int) error) ([]time.Duration, error) {
-	next := make(chan int)
-	lat := make([]time.Duration, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				t := time.Now()
-				errs[i] = fn(i)
-				lat[i] = time.Since(t)
-			}
-		}()
-	}
-	for i := 0; i < n; i++ {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return lat, errors.Join(errs...)
 }
 
 // server is a started child process.

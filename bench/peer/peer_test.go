@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/verdict-dev/verdict/bench"
 	"github.com/verdict-dev/verdict/engine"
 )
 
@@ -48,7 +49,7 @@ func TestBuildRoundPrefixesStatesPerRound(t *testing.T) {
 
 func TestFanOutCallsEveryIndexOnceAndJoinsErrors(t *testing.T) {
 	var seen [20]atomic.Int32
-	lat, err := fanOut(20, 4, func(i int) error {
+	lat, err := bench.FanOut(20, 4, func(i int) error {
 		seen[i].Add(1)
 		if i == 7 {
 			return errors.New("seven")
