@@ -28,10 +28,14 @@ LLAMA_LINK ?= static
 GPU        ?=
 CUDA_ARCHS ?= 75;86;89;90
 CUDA_HOME  ?= /usr/local/cuda
+# OPENMP (upstream route): off — ggml's own thread pool (the default,
+# measurably faster here: README, Performance); on — libgomp, llama.cpp's
+# CMake default (and the peer llama-server's).
+OPENMP     ?= off
 
 LLAMA_TREE   := $(shell sed -n 's/^tree=//p' scripts/llama.cpp/pin | cut -c1-12)
 # The same name scripts/llama.cpp/build.sh gives the configuration.
-LLAMA_CONFIG := $(LLAMA_TREE)-$(CPU_TARGET)$(if $(filter dynamic,$(LLAMA_LINK)),-dl)$(if $(GPU),-$(GPU)-$(subst ;,_,$(CUDA_ARCHS)))
+LLAMA_CONFIG := $(LLAMA_TREE)-$(CPU_TARGET)$(if $(filter off,$(OPENMP)),-noomp)$(if $(filter dynamic,$(LLAMA_LINK)),-dl)$(if $(GPU),-$(GPU)-$(subst ;,_,$(CUDA_ARCHS)))
 LLAMA_PREFIX ?= $(abspath $(LLAMA_DIR))/$(LLAMA_CONFIG)
 ifeq ($(LLAMA_LINK),static)
 LLAMA_LIBS   ?= -lllama -lggml -lggml-cpu $(if $(GPU),-lggml-cuda) -lggml-base $(if $(GPU),-L$(CUDA_HOME)/lib64 -lcudart -lcublas -lcublasLt -lcuda)
@@ -59,7 +63,7 @@ TAGS       ?= llamacpp,upstream
 # The peer benchmark's llama-server (make llama-server), for its test.
 export VERDICT_LLAMA_SERVER := $(abspath $(LLAMA_DIR))/$(LLAMA_TREE)-$(CPU_TARGET)-server/bin/llama-server
 export CGO_CPPFLAGS := -I$(LLAMA_PREFIX)/include
-export CGO_LDFLAGS  := -L$(LLAMA_PREFIX)/lib $(LLAMA_LIBS) -lstdc++ -lm -fopenmp -lpthread
+export CGO_LDFLAGS  := -L$(LLAMA_PREFIX)/lib $(LLAMA_LIBS) -lstdc++ -lm $(if $(filter on,$(OPENMP)),-fopenmp) -lpthread
 LLAMA_DEP  := llama-lib llama-server
 BUILD_DEP  := llama-lib
 else
@@ -86,7 +90,7 @@ llama-src:
 ## llama-lib: build the pinned upstream libllama + ggml with CMake (CPU_TARGET) into LLAMA_DIR
 .PHONY: llama-lib
 llama-lib:
-	@LLAMA_DIR=$(LLAMA_DIR) LLAMA_PREFIX=$(LLAMA_PREFIX) CPU_TARGET=$(CPU_TARGET) LINK=$(LLAMA_LINK) GPU=$(GPU) CUDA_ARCHS='$(CUDA_ARCHS)' scripts/llama.cpp/build.sh >/dev/null
+	@LLAMA_DIR=$(LLAMA_DIR) LLAMA_PREFIX=$(LLAMA_PREFIX) CPU_TARGET=$(CPU_TARGET) LINK=$(LLAMA_LINK) OPENMP=$(OPENMP) GPU=$(GPU) CUDA_ARCHS='$(CUDA_ARCHS)' scripts/llama.cpp/build.sh >/dev/null
 
 ## image-deps: the images' build-stage tools (CMake, Ninja, git, CA certificates); installs what is missing
 .PHONY: image-deps
@@ -175,16 +179,19 @@ bench-routes:
 gpu-bundle:
 	./scripts/gpu-bundle.sh
 
-## llama-server: build llama-server of the pinned llama.cpp (CPU_TARGET) into LLAMA_DIR and print its path
+## llama-server: build llama-server of the pinned llama.cpp (CPU_TARGET; SERVER_OPENMP=on, llama.cpp's default, or off) into LLAMA_DIR and print its path
 .PHONY: llama-server
+SERVER_OPENMP ?= on
 llama-server:
-	@echo "$$(LLAMA_DIR=$(LLAMA_DIR) CPU_TARGET=$(CPU_TARGET) TOOLS=server scripts/llama.cpp/build.sh)/bin/llama-server"
+	@echo "$$(LLAMA_DIR=$(LLAMA_DIR) CPU_TARGET=$(CPU_TARGET) TOOLS=server OPENMP=$(SERVER_OPENMP) scripts/llama.cpp/build.sh)/bin/llama-server"
 
-## bench-peer: verdict serve against llama-server of the pinned llama.cpp on the same model, interleaved rounds (PEER_ARGS=...)
+## bench-peer: verdict serve against llama-server of the pinned llama.cpp (as CMake builds it, and without OpenMP) on the same model, interleaved rounds (PEER_ARGS=...)
 .PHONY: bench-peer
 bench-peer:
 	$(MAKE) --no-print-directory build LLAMA=upstream BIN=bin/upstream
-	./bin/upstream/verdict bench --peer llama-server --llama-server "$$($(MAKE) --no-print-directory -s llama-server)" --out bench-peer.json $(PEER_ARGS)
+	./bin/upstream/verdict bench --peer llama-server --llama-server "$$($(MAKE) --no-print-directory -s llama-server)" \
+		--llama-server-alt "$$($(MAKE) --no-print-directory -s llama-server SERVER_OPENMP=off)" --llama-server-alt-label "no OpenMP" \
+		--out bench-peer.json $(PEER_ARGS)
 
 ## bench-portable: W0 prefill of the images' portable build (x86-64-v3, dynamic backends) against native, interleaved (ROUNDS=3)
 .PHONY: bench-portable

@@ -56,8 +56,9 @@ type Config struct {
 	JevLimit int
 	// Independent is the number of W3 decisions. Defaults to 64.
 	Independent int
-	// Concurrency is the number of W3 callers. Defaults to 16.
-	Concurrency int
+	// Clients lists the W3 concurrent-caller counts, one row each.
+	// Defaults to 4 and 16.
+	Clients []int
 	// IndependentTokens is the W3 state length. Defaults to 200.
 	IndependentTokens int
 	// Workloads to run, by name (w0 w1 w2 w3). Defaults to all.
@@ -92,9 +93,11 @@ func (c *Config) defaults() {
 	def(&c.SuffixTokens, 90)
 	def(&c.JevLimit, 12)
 	def(&c.Independent, 64)
-	def(&c.Concurrency, 16)
 	def(&c.IndependentTokens, 200)
 	def(&c.Rounds, 3)
+	if len(c.Clients) == 0 {
+		c.Clients = []int{4, 16}
+	}
 	if len(c.PrefillThreads) == 0 {
 		c.PrefillThreads = []int{1, 2}
 	}
@@ -186,7 +189,7 @@ func runPrefill(ctx context.Context, cfg Config, rep *Report) error {
 
 // prefillRow is W0 at one thread count, on an engine of its own.
 func prefillRow(ctx context.Context, cfg Config, threads int) (Row, error) {
-	e, err := llamacpp.New(llamacpp.Options{ModelPath: cfg.PrefillModel, Threads: threads, GPULayers: cfg.GPULayers, NoPrefixCache: true})
+	e, err := llamacpp.New(llamacpp.Options{ModelPath: cfg.PrefillModel, Threads: threads, GPULayers: cfg.GPULayers, NoPrefixCache: true, FlashAttention: cfg.FlashAttention})
 	if err != nil {
 		return Row{}, err
 	}
@@ -289,6 +292,7 @@ func runGrouped(ctx context.Context, cfg Config, rep *Report, name string, group
 	if err != nil {
 		return err
 	}
+	rep.Notes = append(rep.Notes, together(name+": a state's questions in one call (parallel) vs one at a time (serial)", samples[1], samples[2]))
 	minimal, ap, as := minimalTokens(fresh, groups)
 	finish(rep, minimal, ap, as, samples)
 	return nil
@@ -338,15 +342,21 @@ func runIndependent(ctx context.Context, cfg Config, rep *Report, fresh *llamacp
 		err := measure(fresh, &row, func() ([]time.Duration, error) { return scoreOne(ctx, fresh, ds) })
 		return row, err
 	}
-	together := func() (Row, error) {
-		fmt.Fprintf(cfg.Log, "W3 independent: parallel (%d callers)\n", cfg.Concurrency)
-		row := mk(fmt.Sprintf("parallel x%d", cfg.Concurrency))
-		err := measure(fresh, &row, func() ([]time.Duration, error) { return concurrently(ctx, fresh, ds, cfg.Concurrency) })
-		return row, err
+	modes := []func() (Row, error){one}
+	for _, n := range cfg.Clients {
+		modes = append(modes, func() (Row, error) {
+			fmt.Fprintf(cfg.Log, "W3 independent: parallel (%d callers)\n", n)
+			row := mk(fmt.Sprintf("parallel x%d", n))
+			err := measure(fresh, &row, func() ([]time.Duration, error) { return concurrently(ctx, fresh, ds, n) })
+			return row, err
+		})
 	}
-	samples, err := runRounds(cfg.Rounds, []func() (Row, error){one, together})
+	samples, err := runRounds(cfg.Rounds, modes)
 	if err != nil {
 		return err
+	}
+	for i, n := range cfg.Clients {
+		rep.Notes = append(rep.Notes, together(fmt.Sprintf("W3 %d callers at once vs one at a time", n), samples[0], samples[1+i]))
 	}
 
 	groups := make([][]decision.Decision, len(ds))

@@ -29,7 +29,7 @@ func TestRunSmallConfig(t *testing.T) {
 	rep, err := Run(context.Background(), Config{
 		Model: path, PrefillModel: path, PrefillThreads: []int{1}, Threads: 1,
 		States: 1, Questions: 3, StateTokens: 120, SuffixTokens: 90,
-		JevBench: jev, JevLimit: 1, Independent: 4, Concurrency: 2, IndependentTokens: 30, Rounds: 2,
+		JevBench: jev, JevLimit: 1, Independent: 4, Clients: []int{2, 4}, IndependentTokens: 30, Rounds: 2,
 	})
 	require.NoError(t, err)
 	byName := map[string]Row{}
@@ -52,6 +52,8 @@ func TestRunSmallConfig(t *testing.T) {
 	require.Less(t, w1.TokensEvaluated, byName["W1 shape-777/fresh"].TokensEvaluated)
 	require.InDelta(t, 90, w1.AvgSuffix, 20)
 	require.Contains(t, byName, "W3 independent/fresh")
+	require.Contains(t, byName, "W3 independent/parallel x2")
+	require.Contains(t, byName, "W3 independent/parallel x4")
 	if jev != "" {
 		require.Contains(t, byName, "W2 jevbench-240/parallel")
 	}
@@ -60,4 +62,9 @@ func TestRunSmallConfig(t *testing.T) {
 	require.True(t, strings.Contains(buf.String(), "W1 shape-777"))
 	require.Contains(t, buf.String(), "prefill")
 	require.Contains(t, buf.String(), "2 rounds, modes interleaved")
+	require.Contains(t, buf.String(), "p95/p50")
+	// One together-vs-alone note per grouped workload and per caller count.
+	require.Contains(t, buf.String(), "W1 shape-777: a state's questions in one call (parallel) vs one at a time (serial): ")
+	require.Contains(t, buf.String(), "W3 2 callers at once vs one at a time: ")
+	require.Contains(t, buf.String(), "W3 4 callers at once vs one at a time: ")
 }

@@ -80,6 +80,23 @@ func finish(rep *Report, minimal int64, avgPrefix, avgSuffix float64, samples []
 	}
 }
 
+// together compares a mode that submits work together with one that
+// submits it alone: the median and spread of the same-round ratios of
+// decisions/s, and whether together stays at or above alone within the
+// spread (its best round reaches alone's).
+func together(what string, alone, with sample) string {
+	ratios := make([]float64, min(len(alone), len(with)))
+	for k := range ratios {
+		ratios[k] = with[k].DecisionsPerSec / alone[k].DecisionsPerSec
+	}
+	med, lo, hi := Spread(ratios)
+	verdict := "not slower"
+	if hi < 1 {
+		verdict = "SLOWER in every round"
+	}
+	return fmt.Sprintf("%s: %.2fx [%.2f–%.2f] (%s)", what, med, lo, hi, verdict)
+}
+
 // sample is one mode's measurements, one per round.
 type sample []Row
 
@@ -140,20 +157,20 @@ func Spread(xs []float64) (med, lo, hi float64) {
 // WriteTable prints the report as an aligned table: medians over the
 // rounds with their [min–max].
 func (r *Report) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "%-18s %-17s %-3s %4s %9s %18s %8s %8s %8s %8s %7s %17s %6s %6s\n",
-		"workload", "mode", "thr", "n", "pre+suf", "dec/s [min–max]", "p50 ms", "p95 ms", "tok sub", "tok eval", "bound", "vs fresh [range]", "of bnd", "decode")
+	fmt.Fprintf(w, "%-18s %-17s %-3s %4s %9s %18s %8s %8s %7s %8s %8s %7s %17s %6s %6s\n",
+		"workload", "mode", "thr", "n", "pre+suf", "dec/s [min–max]", "p50 ms", "p95 ms", "p95/p50", "tok sub", "tok eval", "bound", "vs fresh [range]", "of bnd", "decode")
 	for _, row := range r.Rows {
 		dps := fmt.Sprintf("%.2f [%.2f–%.2f]", row.DecisionsPerSec, row.DecisionsPerSecMin, row.DecisionsPerSecMax)
 		if row.PrefillTokensPerSec > 0 {
-			fmt.Fprintf(w, "%-18s %-17s %-3d %4d %9s %18s %8.1f %8.1f %8d %8d %7s %17s %6s %5.1f%%  prefill %.0f tok/s [%.0f–%.0f], %d-token prompt (%s)\n",
-				row.Workload, row.Mode, row.Threads, row.Decisions, "-", dps, row.P50Ms, row.P95Ms,
+			fmt.Fprintf(w, "%-18s %-17s %-3d %4d %9s %18s %8.1f %8.1f %6.2fx %8d %8d %7s %17s %6s %5.1f%%  prefill %.0f tok/s [%.0f–%.0f], %d-token prompt (%s)\n",
+				row.Workload, row.Mode, row.Threads, row.Decisions, "-", dps, row.P50Ms, row.P95Ms, tailRatio(row),
 				row.TokensSubmitted, row.TokensEvaluated, "-", "-", "-", 100*row.DecodeShare,
 				row.PrefillTokensPerSec, row.PrefillTokensPerSecMin, row.PrefillTokensPerSecMax, row.PromptTokens, row.Model)
 			continue
 		}
 		vs := fmt.Sprintf("%.2fx [%.2f–%.2f]", row.SpeedupVsFresh, row.SpeedupMin, row.SpeedupMax)
-		fmt.Fprintf(w, "%-18s %-17s %-3d %4d %9s %18s %8.1f %8.1f %8d %8d %6.2fx %17s %5.0f%% %5.1f%%\n",
-			row.Workload, row.Mode, row.Threads, row.Decisions, fmt.Sprintf("%.0f+%.0f", row.AvgPrefix, row.AvgSuffix), dps, row.P50Ms, row.P95Ms,
+		fmt.Fprintf(w, "%-18s %-17s %-3d %4d %9s %18s %8.1f %8.1f %6.2fx %8d %8d %6.2fx %17s %5.0f%% %5.1f%%\n",
+			row.Workload, row.Mode, row.Threads, row.Decisions, fmt.Sprintf("%.0f+%.0f", row.AvgPrefix, row.AvgSuffix), dps, row.P50Ms, row.P95Ms, tailRatio(row),
 			row.TokensSubmitted, row.TokensEvaluated, row.TokenBound, vs, 100*row.OfBound, 100*row.DecodeShare)
 	}
 	for _, n := range r.Notes {
@@ -162,7 +179,15 @@ func (r *Report) WriteTable(w io.Writer) {
 	if len(r.Rows) > 0 {
 		fmt.Fprintf(w, "%d rounds, modes interleaved within each; dec/s = median [min–max]; vs fresh = median [min–max] of the same round's ratio\n", r.Rows[0].Rounds)
 	}
-	fmt.Fprintln(w, "pre+suf = mean state-prefix + suffix tokens; bound = fresh tokens / minimal tokens; of bnd = vs fresh / bound; decode = share of wall inside llama_decode (the rest is Go-side overhead)")
+	fmt.Fprintln(w, "p95/p50 = tail latency over the median (fairness: every W3 request is the same size); pre+suf = mean state-prefix + suffix tokens; bound = fresh tokens / minimal tokens; of bnd = vs fresh / bound; decode = share of wall inside llama_decode (the rest is Go-side overhead)")
+}
+
+// tailRatio is p95 ÷ p50 latency (0 without latencies).
+func tailRatio(r Row) float64 {
+	if r.P50Ms <= 0 {
+		return 0
+	}
+	return r.P95Ms / r.P50Ms
 }
 
 // FanOut calls fn(0..n-1) from clients goroutines taking indexes in order,

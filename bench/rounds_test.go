@@ -83,3 +83,13 @@ func TestFinishPairsRatiosWithinARound(t *testing.T) {
 	require.InDelta(t, 0.7, p.OfBound, 1e-9)
 	require.Equal(t, 1.0, rep.Rows[0].SpeedupVsFresh)
 }
+
+// together takes same-round ratios and calls a mode slower only when
+// even its best round is below alone's.
+func TestTogetherNote(t *testing.T) {
+	alone := sample{{DecisionsPerSec: 10}, {DecisionsPerSec: 10}, {DecisionsPerSec: 5}}
+	mixed := sample{{DecisionsPerSec: 9}, {DecisionsPerSec: 11}, {DecisionsPerSec: 5}}
+	require.Equal(t, "x: 1.00x [0.90–1.10] (not slower)", together("x", alone, mixed))
+	slow := sample{{DecisionsPerSec: 9}, {DecisionsPerSec: 8}, {DecisionsPerSec: 4}}
+	require.Equal(t, "x: 0.80x [0.80–0.90] (SLOWER in every round)", together("x", alone, slow))
+}

@@ -4,9 +4,11 @@
 // with one System One request per state and with one SemIf decision per
 // request; llama-server with one /completion per question (n_predict 1,
 // cache_prompt, the state first in verdict's own prompt), with one slot
-// and with N slots under N clients. Modes run interleaved in rounds; each
-// round prefixes every state with its number so that no cache carries
-// over between rounds.
+// and with N slots under N clients; on every question of each state
+// (shared) and on each state's first question alone (independent). Modes
+// run interleaved in rounds; each mode of each round prefixes every state
+// with "Round r.m." so that no cache carries over between modes or
+// rounds.
 package peer
 
 import (
@@ -37,6 +39,10 @@ type Config struct {
 	Verdict string
 	// LlamaServer is the llama-server binary of the pinned llama.cpp.
 	LlamaServer string
+	// AltLlamaServer, when set, is another build of it (AltLabel names
+	// how it differs, e.g. "no OpenMP"), compared as a further peer
+	// configuration with one slot on both workloads.
+	AltLlamaServer, AltLabel string
 	// Model is the GGUF both load.
 	Model string
 	// Threads both use (llama-server: --threads and --threads-batch).
@@ -57,6 +63,9 @@ type Config struct {
 // Mode is one system in one way of calling it, over all rounds.
 type Mode struct {
 	Name string `json:"name"`
+	// Workload is "shared" (every question of each state) or
+	// "independent" (one question per state: nothing shared).
+	Workload string `json:"workload"`
 	// Clients is how many requests were in flight at once.
 	Clients int `json:"clients"`
 	// DecisionsPerSec per round.
@@ -76,7 +85,12 @@ type Report struct {
 	// PeakPrefill is the best fresh prefill rate seen (tokens/s), measured
 	// on llama-server with the prompt cache off, once per round.
 	PeakPrefill float64 `json:"peak_prefill_tokens_per_s"`
-	Modes       []Mode  `json:"modes"`
+	// Independent is the number of decisions of the independent workload
+	// (each state's first question) and IndependentTokens their whole
+	// prompts' tokens: its minimum.
+	Independent       int    `json:"independent_decisions"`
+	IndependentTokens int64  `json:"independent_minimal_tokens"`
+	Modes             []Mode `json:"modes"`
 }
 
 // Run starts both servers on 127.0.0.1, measures, stops them.
@@ -115,6 +129,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer many.stop()
+	var alt *server
+	if cfg.AltLlamaServer != "" {
+		if alt, err = start(ctx, cfg, "llama-server ("+cfg.AltLabel+") --parallel 1", cfg.AltLlamaServer, "/health",
+			"-m", cfg.Model, "--threads", th, "--threads-batch", th, "--parallel", "1", "-c", "8192", "--log-disable", "--host", "127.0.0.1", "--port"); err != nil {
+			return nil, err
+		}
+		defer alt.stop()
+	}
 
 	c := &client{http: &http.Client{Timeout: cfg.Timeout}}
 	family, err := c.chatFamily(ctx, one.url)
@@ -123,13 +145,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := &Report{States: len(cfg.Cases)}
 	modes := []*Mode{
-		{Name: "verdict System One, a request per state", Clients: cfg.Slots},
-		{Name: "verdict SemIf, a request per decision", Clients: cfg.Slots},
-		{Name: "llama-server 1 slot, a completion per question", Clients: 1},
-		{Name: fmt.Sprintf("llama-server %d slots, a completion per question", cfg.Slots), Clients: cfg.Slots},
+		{Name: "verdict System One, a request per state", Workload: "shared", Clients: cfg.Slots},
+		{Name: "verdict SemIf, a request per decision", Workload: "shared", Clients: cfg.Slots},
+		{Name: "llama-server 1 slot, a completion per question", Workload: "shared", Clients: 1},
+		{Name: fmt.Sprintf("llama-server %d slots, a completion per question", cfg.Slots), Workload: "shared", Clients: cfg.Slots},
+		{Name: "verdict SemIf, a request per decision", Workload: "independent", Clients: cfg.Slots},
+		{Name: "llama-server 1 slot, a completion per decision", Workload: "independent", Clients: 1},
+		{Name: fmt.Sprintf("llama-server %d slots, a completion per decision", cfg.Slots), Workload: "independent", Clients: cfg.Slots},
+	}
+	if alt != nil {
+		modes = append(modes,
+			&Mode{Name: "llama-server (" + cfg.AltLabel + ") 1 slot, a completion per question", Workload: "shared", Clients: 1},
+			&Mode{Name: "llama-server (" + cfg.AltLabel + ") 1 slot, a completion per decision", Workload: "independent", Clients: 1})
 	}
 	for r := 1; r <= cfg.Rounds; r++ {
-		w, err := buildRound(cfg.Cases, r, family)
+		w, err := buildRound(cfg.Cases, strconv.Itoa(r), family)
 		if err != nil {
 			return nil, err
 		}
@@ -138,17 +168,45 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if rep.MinimalTokens, err = c.minimalTokens(ctx, one.url, w); err != nil {
 				return nil, err
 			}
+			rep.Independent = len(w.heads)
+			for _, i := range w.heads {
+				n, err := c.tokens(ctx, one.url, w.prompts[i].Text())
+				if err != nil {
+					return nil, err
+				}
+				rep.IndependentTokens += int64(n)
+			}
 		}
 		peak, err := c.peakPrefill(ctx, one.url, w)
 		if err != nil {
 			return nil, err
 		}
 		rep.PeakPrefill = max(rep.PeakPrefill, peak)
+		// Every mode gets its own states ("Round r.m."), so that no mode
+		// finds the states of an earlier one in a cache.
+		ws := make([]*round, len(modes))
+		for i := range modes {
+			if ws[i], err = buildRound(cfg.Cases, fmt.Sprintf("%d.%d", r, i+1), family); err != nil {
+				return nil, err
+			}
+		}
+		all := make([]int, len(w.decisions))
+		for i := range all {
+			all[i] = i
+		}
 		runs := []func() (int64, []time.Duration, error){
-			func() (int64, []time.Duration, error) { return c.verdictSystemOne(ctx, vs.url, w, cfg.Slots) },
-			func() (int64, []time.Duration, error) { return c.verdictSemIf(ctx, vs.url, w, cfg.Slots) },
-			func() (int64, []time.Duration, error) { return c.completions(ctx, one.url, w, 1) },
-			func() (int64, []time.Duration, error) { return c.completions(ctx, many.url, w, cfg.Slots) },
+			func() (int64, []time.Duration, error) { return c.verdictSystemOne(ctx, vs.url, ws[0], cfg.Slots) },
+			func() (int64, []time.Duration, error) { return c.verdictSemIf(ctx, vs.url, ws[1], all, cfg.Slots) },
+			func() (int64, []time.Duration, error) { return c.completions(ctx, one.url, ws[2], all, 1) },
+			func() (int64, []time.Duration, error) { return c.completions(ctx, many.url, ws[3], all, cfg.Slots) },
+			func() (int64, []time.Duration, error) { return c.verdictSemIf(ctx, vs.url, ws[4], w.heads, cfg.Slots) },
+			func() (int64, []time.Duration, error) { return c.completions(ctx, one.url, ws[5], w.heads, 1) },
+			func() (int64, []time.Duration, error) { return c.completions(ctx, many.url, ws[6], w.heads, cfg.Slots) },
+		}
+		if alt != nil {
+			runs = append(runs,
+				func() (int64, []time.Duration, error) { return c.completions(ctx, alt.url, ws[7], all, 1) },
+				func() (int64, []time.Duration, error) { return c.completions(ctx, alt.url, ws[8], w.heads, 1) })
 		}
 		for i, run := range runs {
 			fmt.Fprintf(cfg.Log, "round %d: %s\n", r, modes[i].Name)
@@ -157,7 +215,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if err != nil {
 				return nil, fmt.Errorf("round %d, %s: %w", r, modes[i].Name, err)
 			}
-			modes[i].DecisionsPerSec = append(modes[i].DecisionsPerSec, float64(len(w.decisions))/time.Since(t0).Seconds())
+			n := len(w.decisions)
+			if modes[i].Workload == "independent" {
+				n = len(w.heads)
+			}
+			modes[i].DecisionsPerSec = append(modes[i].DecisionsPerSec, float64(n)/time.Since(t0).Seconds())
 			modes[i].TokensEvaluated = append(modes[i].TokensEvaluated, tokens)
 			for _, l := range lat {
 				modes[i].LatencyMs = append(modes[i].LatencyMs, float64(l.Microseconds())/1000)
@@ -170,8 +232,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-// round is one round's workload: the cases with their states prefixed by
-// the round, as System One bodies, decisions and verdict's prompts.
+// round is one mode's workload in one round: the cases with their states
+// prefixed by a tag of both, as System One bodies, decisions and
+// verdict's prompts.
 type round struct {
 	systemOne [][]byte            // one body per state
 	decisions []decision.Decision // every question, state by state
@@ -179,7 +242,7 @@ type round struct {
 	heads     []int               // index of each state's first decision
 }
 
-func buildRound(cases [][]byte, r int, family engine.ChatFamily) (*round, error) {
+func buildRound(cases [][]byte, tag string, family engine.ChatFamily) (*round, error) {
 	w := &round{}
 	for i, line := range cases {
 		var c map[string]any
@@ -190,7 +253,7 @@ func buildRound(cases [][]byte, r int, family engine.ChatFamily) (*round, error)
 		if !ok {
 			return nil, fmt.Errorf("case %d: state is not text", i+1)
 		}
-		c["state"] = fmt.Sprintf("Round %d. %s", r, st)
+		c["state"] = fmt.Sprintf("Round %s. %s", tag, st)
 		c["model"] = "default" // an alias every verdict serve accepts
 		delete(c, "id")
 		body, err := json.Marshal(c)
@@ -322,12 +385,13 @@ func (c *client) peakPrefill(ctx context.Context, base string, w *round) (float6
 	return best, nil
 }
 
-// completions sends one /completion per decision from clients at once, in
-// state order.
-func (c *client) completions(ctx context.Context, base string, w *round, clients int) (int64, []time.Duration, error) {
+// completions sends one /completion per decision of idx from clients at
+// once, in order.
+func (c *client) completions(ctx context.Context, base string, w *round, idx []int, clients int) (int64, []time.Duration, error) {
 	var tokens int64
 	var mu sync.Mutex
-	lat, err := bench.FanOut(len(w.decisions), clients, func(i int) error {
+	lat, err := bench.FanOut(len(idx), clients, func(k int) error {
+		i := idx[k]
 		var out completion
 		err := c.post(ctx, base+"/completion", map[string]any{
 			"prompt": w.prompts[i].Text(), "n_predict": 1, "cache_prompt": true, "n_probs": len(w.decisions[i].Options),
@@ -353,14 +417,15 @@ func (c *client) verdictSystemOne(ctx context.Context, base string, w *round, cl
 	return after - before, lat, errors.Join(err, merr)
 }
 
-// verdictSemIf sends one SemIf decision per request.
-func (c *client) verdictSemIf(ctx context.Context, base string, w *round, clients int) (int64, []time.Duration, error) {
+// verdictSemIf sends one SemIf decision per request, those of idx in
+// order.
+func (c *client) verdictSemIf(ctx context.Context, base string, w *round, idx []int, clients int) (int64, []time.Duration, error) {
 	before, err := c.evaluated(ctx, base)
 	if err != nil {
 		return 0, nil, err
 	}
-	lat, err := bench.FanOut(len(w.decisions), clients, func(i int) error {
-		return c.post(ctx, base+"/invocations", map[string]any{"decision": w.decisions[i]}, nil)
+	lat, err := bench.FanOut(len(idx), clients, func(k int) error {
+		return c.post(ctx, base+"/invocations", map[string]any{"decision": w.decisions[idx[k]]}, nil)
 	})
 	after, merr := c.evaluated(ctx, base)
 	return after - before, lat, errors.Join(err, merr)

@@ -25,9 +25,9 @@ func TestBuildRoundPrefixesStatesPerRound(t *testing.T) {
 	for _, l := range strings.Split(twoCases, "\n") {
 		cases = append(cases, []byte(l))
 	}
-	r1, err := buildRound(cases, 1, engine.ChatPlain)
+	r1, err := buildRound(cases, "1", engine.ChatPlain)
 	require.NoError(t, err)
-	r2, err := buildRound(cases, 2, engine.ChatPlain)
+	r2, err := buildRound(cases, "2", engine.ChatPlain)
 	require.NoError(t, err)
 	require.Len(t, r1.systemOne, 2)
 	require.Len(t, r1.decisions, 3)
@@ -41,9 +41,9 @@ func TestBuildRoundPrefixesStatesPerRound(t *testing.T) {
 	require.Contains(t, r2.prompts[0].Text(), "Round 2. The printer")
 	require.Equal(t, r1.prompts[0].Text()[:r1.prompts[0].StateEnd], r1.prompts[1].Text()[:r1.prompts[1].StateEnd], "questions of one state share its head")
 
-	_, err = buildRound([][]byte{[]byte(`{"state": {"a": 1}, "questions": {}}`)}, 1, engine.ChatPlain)
+	_, err = buildRound([][]byte{[]byte(`{"state": {"a": 1}, "questions": {}}`)}, "1", engine.ChatPlain)
 	require.ErrorContains(t, err, "state is not text")
-	_, err = buildRound([][]byte{[]byte(`not json`)}, 1, engine.ChatPlain)
+	_, err = buildRound([][]byte{[]byte(`not json`)}, "1", engine.ChatPlain)
 	require.ErrorContains(t, err, "case 1")
 }
 
@@ -64,23 +64,32 @@ func TestFanOutCallsEveryIndexOnceAndJoinsErrors(t *testing.T) {
 }
 
 // TestRatiosPairRounds: the headline ratios compare the best mode of each
-// side within the same round.
+// side within the same round, workload by workload.
 func TestRatiosPairRounds(t *testing.T) {
-	r := &Report{Decisions: 100, States: 10, MinimalTokens: 10000, PeakPrefill: 1000, Modes: []Mode{
-		{Name: "verdict System One", Clients: 4, DecisionsPerSec: []float64{10, 5, 12}, TokensEvaluated: []int64{1, 1, 1}, LatencyMs: []float64{1, 2, 3}},
-		{Name: "verdict SemIf", Clients: 4, DecisionsPerSec: []float64{8, 9, 6}},
-		{Name: "llama-server 1 slot", Clients: 1, DecisionsPerSec: []float64{5, 4, 6}},
-		{Name: "llama-server 4 slots", Clients: 4, DecisionsPerSec: []float64{4, 3, 4}},
+	r := &Report{Decisions: 100, States: 10, MinimalTokens: 10000, PeakPrefill: 1000, Independent: 10, IndependentTokens: 5000, Modes: []Mode{
+		{Name: "verdict System One", Workload: "shared", Clients: 4, DecisionsPerSec: []float64{10, 5, 12}, TokensEvaluated: []int64{1, 1, 1}, LatencyMs: []float64{1, 2, 3}},
+		{Name: "verdict SemIf", Workload: "shared", Clients: 4, DecisionsPerSec: []float64{8, 9, 6}},
+		{Name: "llama-server 1 slot", Workload: "shared", Clients: 1, DecisionsPerSec: []float64{5, 4, 6}},
+		{Name: "llama-server 4 slots", Workload: "shared", Clients: 4, DecisionsPerSec: []float64{4, 3, 4}},
+		{Name: "verdict SemIf", Workload: "independent", Clients: 4, DecisionsPerSec: []float64{1, 1.5, 1}},
+		{Name: "llama-server 1 slot", Workload: "independent", Clients: 1, DecisionsPerSec: []float64{1, 1, 2}},
+		{Name: "llama-server 4 slots", Workload: "independent", Clients: 4, DecisionsPerSec: []float64{0.5, 0.5, 0.5}},
 	}}
 	require.Equal(t, 10.0, r.BoundPerSec())
-	med, lo, hi := r.Ratio(isVerdict, func(m Mode) bool { return !isVerdict(m) })
-	// Rounds: 10/5 = 2, 9/4 = 2.25, 12/6 = 2.
+	require.Equal(t, 2.0, r.IndependentBoundPerSec())
+	med, lo, hi := r.Ratio(of("shared", true), of("shared", false))
+	// Rounds: 10/5 = 2, 9/4 = 2.25, 12/6 = 2 — never the independent rows.
 	require.InDelta(t, 2.0, med, 1e-9)
 	require.InDelta(t, 2.0, lo, 1e-9)
 	require.InDelta(t, 2.25, hi, 1e-9)
 	var buf bytes.Buffer
 	r.WriteTable(&buf)
-	require.Contains(t, buf.String(), "token bound 10.00 decisions/s")
-	require.Contains(t, buf.String(), "verdict's best / llama-server's best: 2.00x [2.00–2.25]")
-	require.Contains(t, buf.String(), "3 rounds")
+	out := buf.String()
+	require.Contains(t, out, "token bound 10.00 decisions/s")
+	require.Contains(t, out, "shared: verdict's best / llama-server's best: 2.00x [2.00–2.25]")
+	// Against N slots only: 10/4, 9/3, 12/4.
+	require.Contains(t, out, "N slots under N clients: 3.00x [2.50–3.00]")
+	// Independent: 1/1, 1.5/1, 1/2.
+	require.Contains(t, out, "independent: verdict / llama-server's best: 1.00x [0.50–1.50]")
+	require.Contains(t, out, "3 rounds")
 }

@@ -57,12 +57,28 @@ func (r *Report) Ratio(num, den func(Mode) bool) (med, lo, hi float64) {
 	return bench.Spread(ratios)
 }
 
+// IndependentBoundPerSec is the token bound of the independent workload.
+func (r *Report) IndependentBoundPerSec() float64 {
+	if r.IndependentTokens == 0 || r.PeakPrefill == 0 {
+		return 0
+	}
+	return float64(r.Independent) / (float64(r.IndependentTokens) / r.PeakPrefill)
+}
+
+// of picks the modes of one workload, verdict's or the peer's.
+func of(workload string, verdict bool) func(Mode) bool {
+	return func(m Mode) bool { return m.Workload == workload && isVerdict(m) == verdict }
+}
+
 // WriteTable prints one row per mode and the ratios the comparison is for.
 func (r *Report) WriteTable(w io.Writer) {
 	bound := r.BoundPerSec()
-	fmt.Fprintf(w, "%d states, %d decisions; minimal tokens %d; peak prefill %.0f tok/s; token bound %.2f decisions/s\n",
+	fmt.Fprintf(w, "shared: %d states, %d decisions; minimal tokens %d; peak prefill %.0f tok/s; token bound %.2f decisions/s\n",
 		r.States, r.Decisions, r.MinimalTokens, r.PeakPrefill, bound)
-	fmt.Fprintf(w, "%-52s %7s %22s %10s %10s %12s %8s\n", "mode", "clients", "dec/s [min–max]", "p50 ms", "p95 ms", "tok eval", "of bound")
+	ibound := r.IndependentBoundPerSec()
+	fmt.Fprintf(w, "independent: %d decisions (each state's first question); minimal tokens %d; token bound %.2f decisions/s\n",
+		r.Independent, r.IndependentTokens, ibound)
+	fmt.Fprintf(w, "%-12s %-52s %7s %22s %10s %10s %8s %10s %8s\n", "workload", "mode", "clients", "dec/s [min–max]", "p50 ms", "p95 ms", "p95/p50", "tok eval", "of bound")
 	for _, m := range r.Modes {
 		med, lo, hi := bench.Spread(m.DecisionsPerSec)
 		toks := make([]float64, len(m.TokensEvaluated))
@@ -70,20 +86,28 @@ func (r *Report) WriteTable(w io.Writer) {
 			toks[i] = float64(t)
 		}
 		tmed, _, _ := bench.Spread(toks)
-		of := "-"
-		if bound > 0 {
-			of = fmt.Sprintf("%.0f%%", 100*med/bound)
+		b := bound
+		if m.Workload == "independent" {
+			b = ibound
 		}
-		fmt.Fprintf(w, "%-52s %7d %22s %10.1f %10.1f %12.0f %8s\n", m.Name, m.Clients,
-			fmt.Sprintf("%.2f [%.2f–%.2f]", med, lo, hi), percentile(m.LatencyMs, 50), percentile(m.LatencyMs, 95), tmed, of)
+		ofb := "-"
+		if b > 0 {
+			ofb = fmt.Sprintf("%.0f%%", 100*med/b)
+		}
+		p50, p95 := percentile(m.LatencyMs, 50), percentile(m.LatencyMs, 95)
+		tail := 0.0
+		if p50 > 0 {
+			tail = p95 / p50
+		}
+		fmt.Fprintf(w, "%-12s %-52s %7d %22s %10.1f %10.1f %7.2fx %10.0f %8s\n", m.Workload, m.Name, m.Clients,
+			fmt.Sprintf("%.2f [%.2f–%.2f]", med, lo, hi), p50, p95, tail, tmed, ofb)
 	}
-	med, lo, hi := r.Ratio(isVerdict, func(m Mode) bool { return !isVerdict(m) })
-	fmt.Fprintf(w, "verdict's best / llama-server's best: %.2fx [%.2f–%.2f]\n", med, lo, hi)
-	sameClients := func(verdict bool) func(Mode) bool {
-		return func(m Mode) bool { return isVerdict(m) == verdict && m.Clients > 1 }
-	}
-	med, lo, hi = r.Ratio(sameClients(true), sameClients(false))
-	fmt.Fprintf(w, "verdict / llama-server with N slots, N clients each: %.2fx [%.2f–%.2f]\n", med, lo, hi)
+	med, lo, hi := r.Ratio(of("shared", true), of("shared", false))
+	fmt.Fprintf(w, "shared: verdict's best / llama-server's best: %.2fx [%.2f–%.2f]\n", med, lo, hi)
+	med, lo, hi = r.Ratio(of("shared", true), func(m Mode) bool { return of("shared", false)(m) && m.Clients > 1 })
+	fmt.Fprintf(w, "shared: verdict's best / llama-server with N slots under N clients: %.2fx [%.2f–%.2f]\n", med, lo, hi)
+	med, lo, hi = r.Ratio(of("independent", true), of("independent", false))
+	fmt.Fprintf(w, "independent: verdict / llama-server's best: %.2fx [%.2f–%.2f]\n", med, lo, hi)
 	rounds := 0
 	if len(r.Modes) > 0 {
 		rounds = len(r.Modes[0].DecisionsPerSec)

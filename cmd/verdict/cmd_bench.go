@@ -32,18 +32,20 @@ func runBench(ctx context.Context, args []string) error {
 	jev := fs.String("jevbench", "../shared/data/jevbench-240/cases.jsonl", "W2: JevBench-240 cases.jsonl")
 	limit := fs.Int("limit", 12, "W2: number of JevBench cases")
 	indep := fs.Int("independent", 64, "W3: number of independent decisions")
-	conc := fs.Int("concurrency", 16, "W3: concurrent callers")
+	conc := fs.String("concurrency", "4,16", "W3: comma-separated concurrent-caller counts, a row each (fairness: p95/p50 at each)")
 	indepTokens := fs.Int("independent-tokens", 200, "W3: state length in tokens")
 	workloads := fs.String("workloads", "w0,w1,w2,w3", "workloads to run")
 	out := fs.String("out", "bench-results.json", "write the report as JSON here (\"\" = don't)")
 	data := fs.String("data", ".verdict", "where synthetic models are cached")
-	flashAttn := fs.String("flash-attn", "auto", "flash attention for W1–W3: auto, on or off")
+	flashAttn := fs.String("flash-attn", "auto", "flash attention: auto, on or off")
 	branchTokens := fs.Int("branch-batch", 0, "suffix tokens decoded together in one call (default: the engine's)")
 	cacheTokens := fs.Int("prefix-cache-tokens", 0, "tokens the prefix cache may hold (default: the engine's)")
 	gpuLayers := fs.Int("gpu-layers", -1, "layers to offload to a GPU: -1 = all when a GPU backend and device are present, 0 = CPU only")
 	quant := fs.String("quant", "", "also run W0 and W1 on the models quantized to these types, comma-separated ("+strings.Join(llamacpp.QuantTypeNames(), ",")+"; cached under --data/models)")
 	peerName := fs.String("peer", "", "compare with a peer server instead of running the workloads: llama-server (make bench-peer)")
 	llamaServer := fs.String("llama-server", "", "with --peer llama-server: its binary, built from the pinned llama.cpp (make llama-server)")
+	altServer := fs.String("llama-server-alt", "", "with --peer llama-server: another llama-server build (e.g. make llama-server OPENMP=off), compared with one slot as a further peer configuration")
+	altLabel := fs.String("llama-server-alt-label", "", "with --llama-server-alt: how that build differs (e.g. \"no OpenMP\")")
 	peerCases := fs.Int("peer-cases", 24, "with --peer: JevBench-240 cases to send (one state each)")
 	peerSlots := fs.Int("peer-slots", 4, "with --peer: llama-server's --parallel for its N-slot mode, and the concurrent clients of the concurrent modes")
 	rounds := fs.Int("rounds", 3, "measure every mode this many times, modes interleaved within each round; rows report the median and [min–max]")
@@ -67,15 +69,22 @@ func runBench(ctx context.Context, args []string) error {
 		}
 	}
 	if *peerName != "" {
-		return runPeer(ctx, peerFlags{name: *peerName, llamaServer: *llamaServer, cases: *peerCases, slots: *peerSlots,
+		return runPeer(ctx, peerFlags{name: *peerName, llamaServer: *llamaServer, altServer: *altServer, altLabel: *altLabel, cases: *peerCases, slots: *peerSlots,
 			model: *modelPath, data: *data, jevbench: *jev, threads: *threads, rounds: *rounds, out: *out})
 	}
 	cfg := bench.Config{Model: *modelPath, PrefillModel: *prefill, Threads: *threads, States: *states, Questions: *questions,
-		JevBench: *jev, JevLimit: *limit, Independent: *indep, Concurrency: *conc, IndependentTokens: *indepTokens, FlashAttention: *flashAttn, BranchBatchTokens: *branchTokens, PrefixCacheTokens: *cacheTokens, Debias: *debias, Rounds: *rounds, GPULayers: gpuLayersFor(*gpuLayers, llamacpp.Info().Devices), Log: os.Stderr}
+		JevBench: *jev, JevLimit: *limit, Independent: *indep, IndependentTokens: *indepTokens, FlashAttention: *flashAttn, BranchBatchTokens: *branchTokens, PrefixCacheTokens: *cacheTokens, Debias: *debias, Rounds: *rounds, GPULayers: gpuLayersFor(*gpuLayers, llamacpp.Info().Devices), Log: os.Stderr}
 	for _, w := range strings.Split(*workloads, ",") {
 		if w = strings.TrimSpace(w); w != "" {
 			cfg.Workloads = append(cfg.Workloads, w)
 		}
+	}
+	for _, s := range strings.Split(*conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return fmt.Errorf("flag --concurrency: bad value %q (want e.g. 4,16)", *conc)
+		}
+		cfg.Clients = append(cfg.Clients, n)
 	}
 	for _, s := range strings.Split(*prefillThreads, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))

@@ -17,6 +17,7 @@ import (
 // peerFlags are `verdict bench --peer`'s settings.
 type peerFlags struct {
 	name, llamaServer, model, data, jevbench, out string
+	altServer, altLabel                           string
 	cases, slots, threads, rounds                 int
 }
 
@@ -36,6 +37,14 @@ func runPeer(ctx context.Context, f peerFlags) error {
 	if _, err := os.Stat(f.llamaServer); err != nil {
 		return fmt.Errorf("flag --llama-server: %w", err)
 	}
+	if f.altServer != "" {
+		if _, err := os.Stat(f.altServer); err != nil {
+			return fmt.Errorf("flag --llama-server-alt: %w", err)
+		}
+		if f.altLabel == "" {
+			return fmt.Errorf("flag --llama-server-alt-label: required with --llama-server-alt (how that build differs)")
+		}
+	}
 	cases, err := readLines(f.jevbench, f.cases)
 	if err != nil {
 		return fmt.Errorf("flag --jevbench: %w", err)
@@ -53,7 +62,7 @@ func runPeer(ctx context.Context, f peerFlags) error {
 	if threads == 0 {
 		threads = llamacpp.Options{}.WithDefaults().Threads // the engine's default: physical cores
 	}
-	rep, err := peer.Run(ctx, peer.Config{Verdict: self, LlamaServer: f.llamaServer, Model: f.model, Threads: threads,
+	rep, err := peer.Run(ctx, peer.Config{Verdict: self, LlamaServer: f.llamaServer, AltLlamaServer: f.altServer, AltLabel: f.altLabel, Model: f.model, Threads: threads,
 		Cases: cases, Rounds: f.rounds, Slots: f.slots, Log: os.Stderr})
 	if err != nil {
 		return err

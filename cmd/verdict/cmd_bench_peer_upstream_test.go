@@ -32,10 +32,14 @@ func TestBenchPeerAgainstLlamaServer(t *testing.T) {
 	out := filepath.Join(dir, "peer.json")
 	cmd := exec.Command(bin, "bench", "--peer", "llama-server", "--llama-server", server, "--model", model,
 		"--jevbench", "../../../shared/data/jevbench-240/cases.jsonl", "--peer-cases", "2", "--peer-slots", "2",
-		"--rounds", "2", "--threads", "2", "--out", out)
+		"--rounds", "2", "--threads", "2", "--out", out,
+		"--llama-server-alt", server, "--llama-server-alt-label", "same build") // the second build's modes, with the one at hand
+
 	text, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", text)
-	require.Contains(t, string(text), "verdict's best / llama-server's best")
+	require.Contains(t, string(text), "shared: verdict's best / llama-server's best")
+	require.Contains(t, string(text), "independent: verdict / llama-server's best")
+	require.Contains(t, string(text), "llama-server (same build) 1 slot")
 	b, err := os.ReadFile(out)
 	require.NoError(t, err)
 	var rep peer.Report
@@ -44,11 +48,16 @@ func TestBenchPeerAgainstLlamaServer(t *testing.T) {
 	require.Greater(t, rep.Decisions, 2)
 	require.Greater(t, rep.PeakPrefill, 0.0)
 	require.Greater(t, rep.MinimalTokens, int64(0))
-	require.Len(t, rep.Modes, 4)
+	require.Equal(t, 2, rep.Independent)
+	require.Greater(t, rep.IndependentTokens, int64(0))
+	require.Len(t, rep.Modes, 9) // shared: 4 + the second build's; independent: 3 + its
 	for _, m := range rep.Modes {
 		require.Len(t, m.DecisionsPerSec, 2, m.Name)
 		requests := rep.Decisions // one per decision, each round
-		if strings.Contains(m.Name, "System One") {
+		switch {
+		case m.Workload == "independent":
+			requests = rep.Independent // each state's first question
+		case strings.Contains(m.Name, "System One"):
 			requests = rep.States // one per state
 		}
 		require.Len(t, m.LatencyMs, 2*requests, m.Name)
@@ -68,6 +77,8 @@ func TestBenchPeerFlagErrors(t *testing.T) {
 		{[]string{"bench", "--peer", "llama-server"}, "flag --llama-server: required"},
 		{[]string{"bench", "--peer", "llama-server", "--llama-server", "/nonexistent/llama-server"}, "flag --llama-server"},
 		{[]string{"bench", "--peer", "llama-server", "--llama-server", bin, "--peer-cases", "0"}, "flag --peer-cases"},
+		{[]string{"bench", "--peer", "llama-server", "--llama-server", bin, "--llama-server-alt", "/nonexistent/llama-server"}, "flag --llama-server-alt"},
+		{[]string{"bench", "--peer", "llama-server", "--llama-server", bin, "--llama-server-alt", bin}, "flag --llama-server-alt-label: required"},
 	} {
 		cmd := exec.Command(bin, tc.args...)
 		for _, kv := range os.Environ() {

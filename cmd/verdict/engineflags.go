@@ -82,7 +82,8 @@ func (e *engineFlags) modelPath(dir string) (string, error) {
 
 // gpuLayersFor resolves --gpu-layers against the devices this build
 // found: offloading with no GPU device is running on the CPU, and saying
-// so keeps flash attention's "auto" (on only with a GPU) truthful. An
+// so keeps flash attention's "auto" truthful (its GPU choice applies only
+// when layers really go to a GPU). An
 // explicit request that cannot be met is logged; the result's
 // model.backend names the CPU.
 func gpuLayersFor(layers int, devs []llamacpp.Device) int {

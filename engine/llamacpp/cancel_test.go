@@ -43,8 +43,8 @@ func stopAtDecode(e *Engine, n int64, stop func()) *atomic.Int64 {
 	return &after
 }
 
-// idle waits until the decode loop has finished every round (it releases
-// admission after a round).
+// idle waits until the decode loop has finished every job (it releases a
+// job's admission when the job's last decision is done).
 func idle(t *testing.T, e *Engine) {
 	t.Helper()
 	require.Eventually(t, func() bool { return e.Stats().Pending == 0 }, 60e9, 1e6)
@@ -67,7 +67,7 @@ func TestCancelledWorkStopsWithinOneDecode(t *testing.T) {
 	// The engine goes on, and what it cached of the cancelled state is sound.
 	e.beforeDecodeFunc = nil
 	d := routing("next", "A customer reports that invoices are duplicated.")
-	requireClose(t, reference(t, e, d), score1(t, e, d).OptionLogits, 1e-3, "after a cancelled round")
+	requireClose(t, reference(t, e, d), score1(t, e, d).OptionLogits, logitTol(1e-3), "after a cancelled round")
 }
 
 // A cancelled caller's state is dropped at a prefill boundary: its head
@@ -93,7 +93,7 @@ func TestCancelledPrefillIsCutToWhatWasDecoded(t *testing.T) {
 	e.beforeDecodeFunc = nil
 	r := score1(t, e, d)
 	require.Equal(t, r.Tokens.Input-2*32, r.Tokens.Evaluated, "the decoded part is reused, the rest decoded")
-	requireClose(t, reference(t, e, d), r.OptionLogits, 1e-3, "after a cut prefill")
+	requireClose(t, reference(t, e, d), r.OptionLogits, logitTol(1e-3), "after a cut prefill")
 }
 
 // Close does not wait behind work in flight: the decode call running when
@@ -168,6 +168,6 @@ func TestCancelledNeighbourLeavesTheRoundExact(t *testing.T) {
 	require.Len(t, e.free, e.lctx.NSeqMax()-e.opts.PrefixCacheSlots, "branch sequences not returned")
 	for _, i := range []int{0, 5} {
 		require.Nil(t, got[i].Error)
-		requireClose(t, reference(t, e, b[i]), got[i].OptionLogits, 1e-3, b[i].ID)
+		requireClose(t, reference(t, e, b[i]), got[i].OptionLogits, logitTol(1e-3), b[i].ID)
 	}
 }

@@ -64,6 +64,7 @@ type job struct {
 	items    []*item
 	done     chan struct{}
 	enqueued time.Time
+	left     int // decisions not finished yet (decode loop)
 }
 
 // item is one decision on its way through the engine.
@@ -80,6 +81,7 @@ type item struct {
 	decode   time.Duration
 
 	// decode-loop state
+	job       *job
 	ctx       context.Context // the caller's; when done, the item stops
 	seq       int             // branch sequence
 	hasSeq    bool            // seq is taken

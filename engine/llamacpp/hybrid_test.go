@@ -122,7 +122,7 @@ func TestHybridFanOutBatchAndCacheMatchAlone(t *testing.T) {
 	alone := make([]decision.Result, len(fan))
 	for i, d := range fan {
 		alone[i] = score1(t, fresh, d)
-		requireClose(t, hybridReference(t, fresh, d), alone[i].OptionLogits, 1e-3, "alone vs reference "+d.ID)
+		requireClose(t, hybridReference(t, fresh, d), alone[i].OptionLogits, logitTol(1e-3), "alone vs reference "+d.ID)
 	}
 
 	e := newEngine(t, Options{ModelPath: path})
@@ -134,7 +134,7 @@ func TestHybridFanOutBatchAndCacheMatchAlone(t *testing.T) {
 			require.Equal(t, alone[i].Chosen, got[i].Chosen, "%s %s", what, fan[i].ID)
 			d := maxAbsDiff(alone[i].Probabilities, got[i].Probabilities)
 			worst = max(worst, d)
-			require.Less(t, d, hybridTol, "%s %s", what, fan[i].ID)
+			require.Less(t, d, probTol(hybridTol), "%s %s", what, fan[i].ID)
 		}
 	}
 	// Fan-out: one prefill, six branches.
@@ -223,7 +223,7 @@ func TestHybridMultiTokenLabelsAndManyOptions(t *testing.T) {
 	require.NoError(t, it.err)
 	r := score1(t, e, d)
 	require.InDelta(t, 1.0, sum(r.Probabilities), 1e-9)
-	requireClose(t, hybridReference(t, e, d), r.OptionLogits, 2e-3, fmt.Sprintf("40 options (multi-token labels: %v)", it.multi))
+	requireClose(t, hybridReference(t, e, d), r.OptionLogits, logitTol(2e-3), fmt.Sprintf("40 options (multi-token labels: %v)", it.multi))
 
 	d255 := withOptions(routing("255", "Pick one of very many choices."), 255)
 	r255 := score1(t, e, d255)

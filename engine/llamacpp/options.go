@@ -51,8 +51,9 @@ type Options struct {
 	// least recently used are evicted beyond it. Defaults to ContextSize/2
 	// with flash attention, else min(1024, ContextSize/2).
 	PrefixCacheTokens int
-	// FlashAttention is "on", "off" or "auto": off when decoding on the
-	// CPU (GPULayers 0), on with GPU offload. Defaults to "auto".
+	// FlashAttention is "on", "off" or "auto": on with GPU offload; on the
+	// CPU (GPULayers 0), what was measured faster for the route's
+	// llama.cpp (cpuFlashAttention). Defaults to "auto".
 	FlashAttention string
 	// BranchBatchTokens bounds the question-suffix tokens decoded together
 	// in one call. Branches of other sequences in the same call share the
@@ -65,8 +66,9 @@ type Options struct {
 	// NoPrefixCache drops every state prefix after use, so each request
 	// starts from scratch (benchmarks' "fresh" mode). Defaults to false.
 	NoPrefixCache bool
-	// MaxRoundDecisions bounds how many waiting decisions one pass of the
-	// decode loop takes. Defaults to 256.
+	// MaxRoundDecisions bounds the decisions the decode loop's queue takes
+	// in from callers ahead of its sub-rounds; later ones wait, in order,
+	// for room. Defaults to 256.
 	MaxRoundDecisions int
 }
 
@@ -87,11 +89,8 @@ func (o Options) withDefaults() Options {
 	}
 	def(&o.PrefixCacheSlots, min(16, max(1, o.MaxSequences/2)))
 	if o.FlashAttention == "" || o.FlashAttention == "auto" {
-		// Measured on 2-core x86 (see README, Performance): ggml's CPU flash
-		// attention is 1.3-1.75x slower than the plain path for prefill;
-		// GPU flash attention is fast.
 		o.FlashAttention = "off"
-		if o.GPULayers != 0 {
+		if o.GPULayers != 0 || cpuFlashAttention(Route) {
 			o.FlashAttention = "on"
 		}
 	}
@@ -111,6 +110,15 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
+
+// cpuFlashAttention is "auto" on the CPU for a route, as measured side by
+// side on the same workloads (README, Performance; `verdict bench
+// --flash-attn on|off`): the pinned upstream llama.cpp's CPU flash
+// attention is as fast as the plain path for prefill and faster on
+// shared-state and batched work, because it skips the masked cells of
+// other sequences in the unified KV cache; the module route's older
+// kernels are 9% slower with it for prefill, so there it stays off.
+func cpuFlashAttention(route string) bool { return route == RouteUpstream }
 
 // validate names the first bad field of options with defaults filled in
 // (defaults only replace zero values, so every value it refuses was given).

@@ -64,7 +64,7 @@ func TestOptionsRefuseValuesOutOfRange(t *testing.T) {
 // defaults follow the fields they derive from.
 func TestOptionsDefaultsOnlyForUnset(t *testing.T) {
 	t.Parallel()
-	d := Options{}.withDefaults()
+	d := Options{FlashAttention: "off"}.withDefaults()
 	require.Equal(t, 8192, d.ContextSize)
 	require.Equal(t, 2048, d.BatchSize)
 	require.Equal(t, 512, d.UBatchSize)
@@ -80,6 +80,10 @@ func TestOptionsDefaultsOnlyForUnset(t *testing.T) {
 	require.Equal(t, 6, Options{MaxSequences: 8, PrefixCacheSlots: 6}.withDefaults().PrefixCacheSlots, "given slots kept")
 	require.Equal(t, 200, Options{BatchSize: 200, UBatchSize: 200}.withDefaults().BranchBatchTokens)
 	require.Equal(t, 1024, Options{BatchSize: 512, UBatchSize: 512, BranchBatchTokens: 1024}.withDefaults().BranchBatchTokens, "given budget kept (and refused by validate)")
+	require.Equal(t, map[bool]string{true: "on", false: "off"}[Route == RouteUpstream], Options{}.withDefaults().FlashAttention,
+		"auto on the CPU: on for the upstream route, off for the module route")
+	require.False(t, cpuFlashAttention(RouteModule))
+	require.True(t, cpuFlashAttention(RouteUpstream))
 	on := Options{GPULayers: -1}.withDefaults()
 	require.Equal(t, "on", on.FlashAttention)
 	require.Equal(t, 2048, on.BranchBatchTokens)

@@ -17,60 +17,164 @@ import (
 )
 
 // loop is the decode loop: the only goroutine that touches the context.
+// It schedules continuously: waiting decisions are grouped by state
+// prefix in arrival order (FIFO), each pass takes the oldest groups as one
+// sub-round, and between sub-rounds it admits what arrived meanwhile. A
+// job is answered as soon as its own decisions are done, so no request
+// waits for work that arrived with or after it, beyond the sub-round it
+// shares.
 func (e *Engine) loop() {
 	defer close(e.done)
+	w := &waiting{byHead: map[string]*group{}}
 	for {
+		if len(w.groups) == 0 {
+			select {
+			case <-e.quit:
+				e.drainClosed(w)
+				return
+			case j := <-e.jobs:
+				e.admit(w, j)
+			}
+		}
+	more:
+		for w.decisions < e.opts.MaxRoundDecisions {
+			select {
+			case j := <-e.jobs:
+				e.admit(w, j)
+			default:
+				break more
+			}
+		}
 		select {
 		case <-e.quit:
-			e.drainClosed()
+			e.drainClosed(w)
 			return
-		case j := <-e.jobs:
-			round := []*job{j}
-			n := len(j.items)
-		more:
-			for n < e.opts.MaxRoundDecisions {
-				select {
-				case j2 := <-e.jobs:
-					round = append(round, j2)
-					n += len(j2.items)
-				default:
-					break more
+		default:
+		}
+		if len(w.groups) == 0 {
+			continue
+		}
+		sub := w.take(e.opts.PrefixCacheSlots, e.opts.BranchBatchTokens)
+		e.runSubRoundSafe(sub)
+		for _, g := range sub {
+			for _, it := range g.items {
+				if it.doneScore {
+					e.stats.decisions.Add(1)
+				} else if it.err == nil {
+					it.err = fmt.Errorf("llamacpp: internal error: decision left unscored")
 				}
-			}
-			e.runRoundSafe(round)
-			for _, j := range round {
-				e.pending.Add(-int64(len(j.items)))
-				close(j.done)
+				e.finishItem(it)
 			}
 		}
 	}
 }
 
-func (e *Engine) drainClosed() {
+// group is the waiting decisions that share one state prefix.
+type group struct {
+	key   string
+	head  []llama.Token
+	items []*item
+}
+
+// waiting is the decode loop's queue: groups in the order their first
+// decision arrived. A decision arriving for a state that already waits
+// joins its group, so the state is prefilled once.
+type waiting struct {
+	groups    []*group
+	byHead    map[string]*group
+	decisions int
+}
+
+// admit takes a job into the queue; its decisions that cannot be scored
+// (refused while preparing) are finished at once.
+func (e *Engine) admit(w *waiting, j *job) {
+	j.left = len(j.items)
+	for _, it := range j.items {
+		it.job, it.ctx = j, j.ctx
+		if it.err != nil {
+			e.finishItem(it)
+			continue
+		}
+		k := tokenKey(it.head)
+		g, ok := w.byHead[k]
+		if !ok {
+			g = &group{key: k, head: it.head}
+			w.byHead[k] = g
+			w.groups = append(w.groups, g)
+		}
+		g.items = append(g.items, it)
+		w.decisions++
+	}
+}
+
+// take removes the next sub-round from the front of the queue: at most
+// slots groups (the prefix-cache slots), whose heads together stay within
+// tokens (at least one group), so that the cells every decode attends
+// over stay few.
+func (w *waiting) take(slots, tokens int) []*group {
+	n, sum := 0, 0
+	for n < len(w.groups) && n < slots && (n == 0 || sum+len(w.groups[n].head) <= tokens) {
+		sum += len(w.groups[n].head)
+		n++
+	}
+	sub := w.groups[:n:n]
+	w.groups = w.groups[n:]
+	for _, g := range sub {
+		delete(w.byHead, g.key)
+		w.decisions -= len(g.items)
+	}
+	return sub
+}
+
+// finishItem counts an item done; the last of its job answers the caller
+// and releases the job's admission. The loop does not touch the item
+// after that.
+func (e *Engine) finishItem(it *item) {
+	j := it.job
+	j.left--
+	if j.left == 0 {
+		e.pending.Add(-int64(len(j.items)))
+		close(j.done)
+	}
+}
+
+// drainClosed answers everything waiting, queued or not yet admitted,
+// with engine.ErrClosed.
+func (e *Engine) drainClosed(w *waiting) {
+	closeAll := func(its []*item) {
+		for _, it := range its {
+			if it.err == nil && !it.doneScore {
+				it.err = engine.ErrClosed
+			}
+			e.finishItem(it)
+		}
+	}
+	for _, g := range w.groups {
+		closeAll(g.items)
+	}
+	w.groups, w.byHead, w.decisions = nil, map[string]*group{}, 0
 	for {
 		select {
 		case j := <-e.jobs:
+			j.left = len(j.items)
 			for _, it := range j.items {
-				if it.err == nil {
-					it.err = engine.ErrClosed
-				}
+				it.job = j
 			}
-			e.pending.Add(-int64(len(j.items)))
-			close(j.done)
+			closeAll(j.items)
 		default:
 			return
 		}
 	}
 }
 
-// runRoundSafe runs a round, turning a panic into per-decision errors and
-// a reset of the KV state so that the loop goes on.
-func (e *Engine) runRoundSafe(round []*job) {
+// runSubRoundSafe runs a sub-round, turning a panic into per-decision
+// errors and a reset of the KV state so that the loop goes on.
+func (e *Engine) runSubRoundSafe(sub []*group) {
 	defer func() {
 		if p := recover(); p != nil {
 			slog.Error("llamacpp: panic in decode loop", "panic", p, "stack", string(debug.Stack()))
-			for _, j := range round {
-				for _, it := range j.items {
+			for _, g := range sub {
+				for _, it := range g.items {
 					if !it.doneScore && it.err == nil {
 						it.err = fmt.Errorf("llamacpp: internal error: %v", p)
 					}
@@ -79,83 +183,56 @@ func (e *Engine) runRoundSafe(round []*job) {
 			e.resetKV()
 		}
 	}()
-	e.runRound(round)
+	e.runSubRound(sub)
 }
 
-// runRound scores every live item of the round: grouped by state prefix,
-// in sub-rounds of at most PrefixCacheSlots groups.
-func (e *Engine) runRound(round []*job) {
+// runSubRound scores the live decisions of the groups: each head is
+// prefilled once (reusing cached prefixes), then every decision's tail is
+// decoded in a branch of it. A failed decode is retried once on a clean
+// KV state, then one decision at a time, so that a failure stays with the
+// decisions that cause it.
+func (e *Engine) runSubRound(sub []*group) {
 	e.cache.newRound()
 	now := time.Now()
-	type group struct {
-		head  []llama.Token
-		items []*item
-	}
-	var groups []*group
-	byHead := map[string]*group{}
-	for _, j := range round {
-		for _, it := range j.items {
-			it.queued = now.Sub(j.enqueued)
-			it.ctx = j.ctx
-			if !e.live(it) {
-				continue
-			}
-			e.stats.submitted.Add(int64(len(it.head) + len(it.tail)))
-			k := tokenKey(it.head)
-			g, ok := byHead[k]
-			if !ok {
-				g = &group{head: it.head}
-				byHead[k] = g
-				groups = append(groups, g)
-			}
-			g.items = append(g.items, it)
-		}
-	}
-	// Sub-rounds: at most PrefixCacheSlots groups, and heads to prefill
-	// within BranchBatchTokens (at least one group), so that the cells
-	// every decode attends over stay few.
-	slots := e.opts.PrefixCacheSlots
-	for start := 0; start < len(groups); {
-		end, tokens := start, 0
-		for end < len(groups) && end-start < slots && (end == start || tokens+len(groups[end].head) <= e.opts.BranchBatchTokens) {
-			tokens += len(groups[end].head)
-			end++
-		}
-		sub := groups[start:end]
-		start = end
-		heads := make([][]llama.Token, len(sub))
-		members := make([][]*item, len(sub))
-		for i, g := range sub {
-			heads[i], members[i] = g.head, g.items
-		}
-		if err := e.subRound(heads, members); err != nil {
-			// Retry once on a clean KV state, then one decision at a time,
-			// so that a failure stays with the decisions that cause it.
-			slog.Warn("llamacpp: decode failed; retrying on a clean cache", "err", err)
-			e.resetKV()
-			e.resetItems(members)
-			if err := e.subRound(heads, members); err != nil {
-				e.resetKV()
-				e.resetItems(members)
-				for i := range sub {
-					for _, it := range members[i] {
-						e.resetKV() // alone on an empty cache: what fits alone is scored
-						if err := e.subRound([][]llama.Token{it.head}, [][]*item{{it}}); err != nil {
-							it.err = mapDecodeErr(err)
-						}
-					}
-				}
-				e.resetKV()
-			}
-		}
-	}
-	for _, g := range groups {
+	var heads [][]llama.Token
+	var members [][]*item
+	for _, g := range sub {
+		var live []*item
 		for _, it := range g.items {
-			if it.doneScore {
-				e.stats.decisions.Add(1)
+			it.queued = now.Sub(it.job.enqueued)
+			if e.live(it) {
+				e.stats.submitted.Add(int64(len(it.head) + len(it.tail)))
+				live = append(live, it)
+			}
+		}
+		if len(live) > 0 {
+			heads, members = append(heads, g.head), append(members, live)
+		}
+	}
+	if len(heads) == 0 {
+		return
+	}
+	err := e.subRound(heads, members)
+	if err == nil {
+		return
+	}
+	slog.Warn("llamacpp: decode failed; retrying on a clean cache", "err", err)
+	e.resetKV()
+	e.resetItems(members)
+	if err := e.subRound(heads, members); err == nil {
+		return
+	}
+	e.resetKV()
+	e.resetItems(members)
+	for _, its := range members {
+		for _, it := range its {
+			e.resetKV() // alone on an empty cache: what fits alone is scored
+			if err := e.subRound([][]llama.Token{it.head}, [][]*item{{it}}); err != nil {
+				it.err = mapDecodeErr(err)
 			}
 		}
 	}
+	e.resetKV()
 }
 
 func mapDecodeErr(err error) error {

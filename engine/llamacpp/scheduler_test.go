@@ -6,7 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/verdict-dev/verdict/decision"
@@ -94,4 +97,78 @@ func TestPrefixCacheFullReusesTheBestMatch(t *testing.T) {
 	r := score1(t, e, mk(`{"customer":"acme","plan":"pro","text":"refund my invoice"}`))
 	t.Logf("input %d prefix %d evaluated %d", r.Tokens.Input, r.Tokens.StatePrefix, r.Tokens.Evaluated)
 	require.Less(t, r.Tokens.Evaluated, r.Tokens.Input-10, "common JSON prefix not reused")
+}
+
+// Work is served in arrival order, and each caller is answered when its
+// own decisions are done: x (first) returns before a, a before b, and b
+// is still decoding after a returned — a small request is not held back
+// by a larger one that arrived after it.
+func TestCallersAreServedInOrderAndAnsweredWhenDone(t *testing.T) {
+	t.Parallel()
+	// One state per sub-round: every head is longer than the branch budget.
+	e := newEngine(t, Options{BranchBatchTokens: 16})
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var decodes []time.Time
+	var blocked atomic.Bool
+	e.beforeDecodeFunc = func() {
+		if blocked.CompareAndSwap(false, true) {
+			<-release // hold the loop while the three callers queue up
+		}
+		mu.Lock()
+		decodes = append(decodes, time.Now())
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond) // room for an answered caller to run
+	}
+	warm := make(chan error, 1)
+	go func() {
+		_, err := e.Score(context.Background(), []decision.Decision{routing("w", "Warm-up state.")})
+		warm <- err
+	}()
+	require.Eventually(t, blocked.Load, 30*time.Second, time.Millisecond)
+
+	type done struct {
+		name string
+		at   time.Time
+		err  error
+	}
+	out := make(chan done, 3)
+	submit := func(name string, ds []decision.Decision) {
+		queued := len(e.jobs)
+		go func() {
+			rs, err := e.Score(context.Background(), ds)
+			for _, r := range rs {
+				if err == nil && r.Error != nil {
+					err = fmt.Errorf("%s: %s", r.ID, r.Error.Message)
+				}
+			}
+			out <- done{name, time.Now(), err}
+		}()
+		require.Eventually(t, func() bool { return len(e.jobs) == queued+1 }, 30*time.Second, time.Millisecond)
+	}
+	submit("x", fanOut("x", "A customer cannot log in after the password reset email expired.", 4))
+	submit("a", fanOut("a", "An invoice was charged twice in the same billing period.", 1))
+	submit("b", fanOut("b", "The nightly export job wrote an empty file to the bucket again.", 8))
+	close(release)
+	require.NoError(t, <-warm)
+	var order []string
+	var aDone time.Time
+	for range 3 {
+		d := <-out
+		require.NoError(t, d.err, d.name)
+		order = append(order, d.name)
+		if d.name == "a" {
+			aDone = d.at
+		}
+	}
+	require.Equal(t, []string{"x", "a", "b"}, order, "callers not served in arrival order")
+	mu.Lock()
+	defer mu.Unlock()
+	later := 0
+	for _, at := range decodes {
+		if at.After(aDone) {
+			later++
+		}
+	}
+	require.Positive(t, later, "a was answered only after b's decoding ended")
 }

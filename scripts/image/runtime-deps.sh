@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The images' runtime stage: the shared libraries the verdict binary and
-# its llama.cpp libraries load that a slim base lacks (libgomp for ggml's
-# OpenMP threads, libstdc++), CA certificates for AWS calls, and the
+# its llama.cpp libraries load that a slim base lacks (libstdc++; libgomp
+# for a build with OPENMP=on), CA certificates for AWS calls, and the
 # folders verdict uses, owned by the unprivileged user the image runs as.
 #
 #   runtime-deps.sh              # in the Dockerfile (root, ROOT=/)

@@ -8,6 +8,14 @@
 #   LINK=dynamic CPU_TARGET=x86-64-v3 scripts/llama.cpp/build.sh   # the images' libraries
 #   LINK=dynamic GPU=cuda CUDA_ARCHS="75;86;89;90" scripts/llama.cpp/build.sh
 #   TOOLS=server scripts/llama.cpp/build.sh   # llama-server, the peer of `make bench-peer`
+#   OPENMP=on scripts/llama.cpp/build.sh      # ggml's threads from OpenMP (llama.cpp's default)
+#
+# OPENMP=off (the default for verdict's libraries) runs ggml's graph on its
+# own thread pool; OPENMP=on on libgomp, as llama.cpp's CMake does by
+# default. On the 2-core machines of this project ggml's own pool is
+# faster (README, Performance); the prefix of a build without OpenMP ends
+# in "-noomp". TOOLS=server defaults to OPENMP=on: the peer is
+# llama-server as llama.cpp's CMake builds it unless told otherwise.
 #
 # LINK=static (the default) gives static archives: one self-contained
 # binary. LINK=dynamic gives shared libraries with ggml's backends as
@@ -33,6 +41,7 @@ CPU_TARGET="${CPU_TARGET:-native}"
 GPU="${GPU:-}"
 LINK="${LINK:-static}"
 TOOLS="${TOOLS:-}"
+if [ "$TOOLS" = server ]; then OPENMP="${OPENMP:-on}"; else OPENMP="${OPENMP:-off}"; fi
 CUDA_ARCHS="${CUDA_ARCHS:-75;86;89;90}"
 JOBS="${JOBS:-$(nproc)}"
 
@@ -59,7 +68,12 @@ esac
 flags=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=$shared -DCMAKE_POSITION_INDEPENDENT_CODE=ON
 	-DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF
 	-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_APP=OFF
-	-DGGML_CCACHE=OFF -DGGML_OPENMP=ON)
+	-DGGML_CCACHE=OFF)
+case "$OPENMP" in
+on) flags+=(-DGGML_OPENMP=ON) ;;
+off) flags+=(-DGGML_OPENMP=OFF) ;;
+*) echo "llama.cpp build: OPENMP=$OPENMP is not known (on or off)" >&2; exit 2 ;;
+esac
 case "$CPU_TARGET" in
 native) flags+=(-DGGML_NATIVE=ON) ;;
 x86-64-v2) flags+=(-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=OFF -DGGML_AVX2=OFF -DGGML_FMA=OFF -DGGML_F16C=OFF -DGGML_BMI2=OFF) ;;
@@ -68,6 +82,7 @@ x86-64-v4) flags+=(-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=O
 *) flags+=(-DGGML_NATIVE=OFF "-DCMAKE_C_FLAGS=-march=$CPU_TARGET" "-DCMAKE_CXX_FLAGS=-march=$CPU_TARGET") ;;
 esac
 name="${TREE:0:12}-$CPU_TARGET"
+[ "$OPENMP" = off ] && name="$name-noomp"
 if [ "$LINK" = dynamic ]; then
 	# $ORIGIN: each library finds the others in its own directory.
 	flags+=(-DGGML_BACKEND_DL=ON '-DCMAKE_INSTALL_RPATH=$ORIGIN' -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON)
