@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/verdict-dev/verdict/engine/enginetest"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
 	"github.com/verdict-dev/verdict/model"
 	"github.com/verdict-dev/verdict/server"
@@ -104,7 +105,7 @@ func TestRealEngineSystemOne(t *testing.T) {
 	// Same request, same answer (the engine is deterministic).
 	r2 := do(t, "POST", url+"/v1/systemone", []byte(systemOneAll))
 	a2 := numbers(t, r2.body)["answers"].(map[string]any)
-	require.InDelta(t, p, requireFloat(t, a2["is_billing"].(map[string]any)["noul"]), 1e-4)
+	require.InDelta(t, p, requireFloat(t, a2["is_billing"].(map[string]any)["noul"]), enginetest.ProbTol(1e-4))
 }
 
 func TestRealEngineAWSCLI(t *testing.T) {

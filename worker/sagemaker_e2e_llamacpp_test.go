@@ -22,6 +22,7 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
+	"github.com/verdict-dev/verdict/engine/enginetest"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
 	"github.com/verdict-dev/verdict/engine/sagemaker"
 	"github.com/verdict-dev/verdict/model"
@@ -210,8 +211,8 @@ func TestSageMakerEngineEndToEnd(t *testing.T) {
 			// direct call; batch composition moves results by rounding only
 			// (measured below 1e-5; engine/llamacpp's invariance tests).
 			for j := range direct[i].Probabilities {
-				require.InDelta(t, direct[i].Probabilities[j], rec.Result.Probabilities[j], 1e-5, key)
-				require.InDelta(t, direct[i].OptionLogits[j], rec.Result.OptionLogits[j], 1e-4, key)
+				require.InDelta(t, direct[i].Probabilities[j], rec.Result.Probabilities[j], enginetest.ProbTol(1e-5), key)
+				require.InDelta(t, direct[i].OptionLogits[j], rec.Result.OptionLogits[j], enginetest.LogitTol(1e-4), key)
 			}
 			require.Equal(t, direct[i].PromptSHA256, rec.Result.PromptSHA256, key)
 			require.NotNil(t, rec.Result.Model, key)

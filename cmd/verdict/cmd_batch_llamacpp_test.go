@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/verdict-dev/verdict/batch"
+	"github.com/verdict-dev/verdict/engine/enginetest"
 	"github.com/verdict-dev/verdict/model"
 )
 
@@ -104,7 +105,7 @@ func TestBatchKill9ThenResume(t *testing.T) {
 		for j := range w[i].Results {
 			require.Equal(t, w[i].Results[j].ID, g[i].Results[j].ID)
 			require.Equal(t, w[i].Results[j].Chosen, g[i].Results[j].Chosen)
-			require.InDeltaSlice(t, w[i].Results[j].Probabilities, g[i].Results[j].Probabilities, 1e-4)
+			require.InDeltaSlice(t, w[i].Results[j].Probabilities, g[i].Results[j].Probabilities, enginetest.ProbTol(1e-4))
 		}
 	}
 	e := readRecords(t, errs)

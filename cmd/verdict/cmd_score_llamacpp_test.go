@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/engine/enginetest"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
 	"github.com/verdict-dev/verdict/model"
 )
@@ -60,7 +61,7 @@ func TestScoreStream(t *testing.T) {
 	require.EqualValues(t, "invalid", rs[2].Error.Code)
 	require.Equal(t, "options", rs[2].Error.Fields[0].Path)
 	for i := range rs[0].Probabilities { // the same decision twice in one batch: rounding only
-		require.InDelta(t, rs[0].Probabilities[i], rs[3].Probabilities[i], 1e-6)
+		require.InDelta(t, rs[0].Probabilities[i], rs[3].Probabilities[i], enginetest.ProbTol(1e-6))
 	}
 
 	// With the example policy, each result carries an outcome.

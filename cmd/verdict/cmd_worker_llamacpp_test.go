@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/engine/enginetest"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
 	"github.com/verdict-dev/verdict/model"
 	"github.com/verdict-dev/verdict/queue"
@@ -307,7 +308,7 @@ func TestWorkerCommandSageMaker(t *testing.T) {
 		require.Equal(t, decision.StatusDecided, r.Status, d.ID)
 		require.Len(t, r.Result.Probabilities, 2, d.ID)
 		for j := range direct[i].Probabilities {
-			require.InDelta(t, direct[i].Probabilities[j], r.Result.Probabilities[j], 1e-5, d.ID) // batch composition: rounding only
+			require.InDelta(t, direct[i].Probabilities[j], r.Result.Probabilities[j], enginetest.ProbTol(1e-5), d.ID) // batch composition: rounding only
 		}
 		require.NotNil(t, r.Result.Model, d.ID)
 		require.Equal(t, eng.Identity().SHA256, r.Result.Model.SHA256, d.ID)

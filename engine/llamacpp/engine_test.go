@@ -211,6 +211,17 @@ func logitTol(tol float64) float64 {
 	return tol
 }
 
+// labelTol is logitTol for multi-token labels of many options: each
+// label's value sums several log-probabilities over a prompt of thousands
+// of tokens, and under flash attention that sum moved by up to 3.2e-2
+// (255 options, CI run of 2026-12-01).
+func labelTol(tol float64) float64 {
+	if defaultFA {
+		return max(tol, 8e-2)
+	}
+	return tol
+}
+
 func probTol(tol float64) float64 {
 	if defaultFA {
 		return max(tol, 1e-3)
@@ -360,7 +371,7 @@ func TestManyOptionsMultiTokenLabels(t *testing.T) {
 		}
 		require.InDelta(t, 1.0, sum, 1e-6)
 		ref := reference(t, e, d)
-		require.Less(t, maxAbsDiff(ref, r.OptionLogits), logitTol(2e-3), "n=%d", n)
+		require.Less(t, maxAbsDiff(ref, r.OptionLogits), labelTol(2e-3), "n=%d", n)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/verdict-dev/verdict/engine/enginetest"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
 	"github.com/verdict-dev/verdict/engine/sagemaker"
 	"github.com/verdict-dev/verdict/model"
@@ -52,7 +53,7 @@ func TestEndToEndRealEngine(t *testing.T) {
 	require.NoError(t, err)
 	for i := range ds {
 		require.Equal(t, want[i].Chosen, got[i].Chosen)
-		require.InDeltaSlice(t, want[i].Probabilities, got[i].Probabilities, 1e-4)
+		require.InDeltaSlice(t, want[i].Probabilities, got[i].Probabilities, enginetest.ProbTol(1e-4))
 		require.Equal(t, want[i].PromptSHA256, got[i].PromptSHA256)
 		require.Equal(t, e.Identity().SHA256, got[i].Model.SHA256)
 	}
