@@ -118,13 +118,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer vs.stop()
 	one, err := start(ctx, cfg, "llama-server --parallel 1", cfg.LlamaServer, "/health",
-		"-m", cfg.Model, "--threads", th, "--threads-batch", th, "--parallel", "1", "-c", "8192", "--log-disable", "--host", "127.0.0.1", "--port")
+		llamaArgs(cfg, 1)...)
 	if err != nil {
 		return nil, err
 	}
 	defer one.stop()
 	many, err := start(ctx, cfg, fmt.Sprintf("llama-server --parallel %d", cfg.Slots), cfg.LlamaServer, "/health",
-		"-m", cfg.Model, "--threads", th, "--threads-batch", th, "--parallel", strconv.Itoa(cfg.Slots), "-c", strconv.Itoa(8192*cfg.Slots), "--log-disable", "--host", "127.0.0.1", "--port")
+		llamaArgs(cfg, cfg.Slots)...)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +132,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var alt *server
 	if cfg.AltLlamaServer != "" {
 		if alt, err = start(ctx, cfg, "llama-server ("+cfg.AltLabel+") --parallel 1", cfg.AltLlamaServer, "/health",
-			"-m", cfg.Model, "--threads", th, "--threads-batch", th, "--parallel", "1", "-c", "8192", "--log-disable", "--host", "127.0.0.1", "--port"); err != nil {
+			llamaArgs(cfg, 1)...); err != nil {
 			return nil, err
 		}
 		defer alt.stop()
@@ -272,6 +272,15 @@ func buildRound(cases [][]byte, tag string, family engine.ChatFamily) (*round, e
 		}
 	}
 	return w, nil
+}
+
+// llamaArgs are llama-server's flags for slots parallel slots of 8,192
+// tokens each, with verdict's model and threads, on 127.0.0.1 (start
+// appends the port).
+func llamaArgs(cfg Config, slots int) []string {
+	th := strconv.Itoa(cfg.Threads)
+	return []string{"-m", cfg.Model, "--threads", th, "--threads-batch", th, "--parallel", strconv.Itoa(slots),
+		"-c", strconv.Itoa(8192 * slots), "--log-disable", "--host", "127.0.0.1", "--port"}
 }
 
 type client struct{ http *http.Client }

@@ -93,3 +93,13 @@ func TestRatiosPairRounds(t *testing.T) {
 	require.Contains(t, out, "independent: verdict / llama-server's best: 1.00x [0.50–1.50]")
 	require.Contains(t, out, "3 rounds")
 }
+
+// llamaArgs: one context of 8,192 tokens per slot, verdict's threads for
+// both of llama-server's thread settings, the port left for start.
+func TestLlamaArgs(t *testing.T) {
+	cfg := Config{Model: "m.gguf", Threads: 2}
+	require.Equal(t, []string{"-m", "m.gguf", "--threads", "2", "--threads-batch", "2", "--parallel", "1", "-c", "8192",
+		"--log-disable", "--host", "127.0.0.1", "--port"}, llamaArgs(cfg, 1))
+	require.Equal(t, []string{"-m", "m.gguf", "--threads", "2", "--threads-batch", "2", "--parallel", "4", "-c", "32768",
+		"--log-disable", "--host", "127.0.0.1", "--port"}, llamaArgs(cfg, 4))
+}
