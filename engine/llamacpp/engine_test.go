@@ -193,41 +193,13 @@ func requireClose(t *testing.T, want, got []float64, tol float64, msg string) {
 	}
 }
 
-// defaultFA: engines made with default options use flash attention (the
-// upstream route on the CPU: cpuFlashAttention).
-var defaultFA = Options{}.withDefaults().FlashAttention == "on"
+// drift is that of engines made with default options (DriftOf); the
+// tolerances below are the plain path's, widened by it.
+var drift = DriftOf(Options{})
 
-// logitTol and probTol are the tolerances of the plain attention path
-// for option logits and probabilities, widened under flash attention:
-// ggml's CPU flash attention rounds Q to F16 and accumulates V·softmax in
-// F16, so the same decision in another batch layout or cache split moves
-// its logits by up to ~4e-3 and its probabilities by up to ~1.2e-4 on the
-// tiny model (the plain path: ~1e-7). Measured with `make test/pkg
-// LLAMA=upstream PKGS=./engine/llamacpp`; the bounds leave ~2.5x.
-func logitTol(tol float64) float64 {
-	if defaultFA {
-		return max(tol, 1e-2)
-	}
-	return tol
-}
-
-// labelTol is logitTol for multi-token labels of many options: each
-// label's value sums several log-probabilities over a prompt of thousands
-// of tokens, and under flash attention that sum moved by up to 3.2e-2
-// (255 options, CI run of 2026-12-01).
-func labelTol(tol float64) float64 {
-	if defaultFA {
-		return max(tol, 8e-2)
-	}
-	return tol
-}
-
-func probTol(tol float64) float64 {
-	if defaultFA {
-		return max(tol, 1e-3)
-	}
-	return tol
-}
+func logitTol(tol float64) float64 { return max(tol, drift.Logits) }
+func probTol(tol float64) float64  { return max(tol, drift.Probabilities) }
+func labelTol(tol float64) float64 { return max(tol, drift.LabelSums) }
 
 func maxAbsDiff(a, b []float64) float64 {
 	m := 0.0

@@ -89,3 +89,12 @@ func TestOptionsDefaultsOnlyForUnset(t *testing.T) {
 	require.Equal(t, 2048, on.BranchBatchTokens)
 	require.Equal(t, 4096, on.PrefixCacheTokens)
 }
+
+// Flash attention widens the drift between paths; the plain path adds none.
+func TestDriftOf(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, Drift{}, DriftOf(Options{FlashAttention: "off"}))
+	require.Equal(t, Drift{Logits: 1e-2, Probabilities: 1e-3, LabelSums: 8e-2}, DriftOf(Options{FlashAttention: "on"}))
+	require.Equal(t, DriftOf(Options{FlashAttention: map[bool]string{true: "on", false: "off"}[Route == RouteUpstream]}), DriftOf(Options{}),
+		"auto follows the route's CPU choice")
+}
