@@ -416,41 +416,83 @@ func text(m *llamacpp.Engine, rng *rand.Rand, n int) (string, error) {
 	}
 }
 
-// shape777 builds W1: States states of ~StateTokens tokens, each with
-// Questions questions whose suffix (question, options, cue) is about
-// SuffixTokens tokens, measured with the engine's own tokenization.
+// shape777 builds W1 from Shape777Requests: a group of decisions per
+// state.
 func shape777(e *llamacpp.Engine, cfg Config) ([][]decision.Decision, error) {
-	rng := rand.New(rand.NewPCG(777, 777))
+	bodies, err := Shape777Requests(e, cfg.States, cfg.Questions, cfg.StateTokens, cfg.SuffixTokens)
+	if err != nil {
+		return nil, err
+	}
 	var groups [][]decision.Decision
-	for s := 0; s < cfg.States; s++ {
-		st, err := text(e, rng, cfg.StateTokens)
+	for _, body := range bodies {
+		req, err := decision.ParseSystemOne(body, decision.Limits{})
 		if err != nil {
 			return nil, err
 		}
-		var g []decision.Decision
-		for q := 0; q < cfg.Questions; q++ {
-			d := decision.Decision{ID: fmt.Sprintf("s%d-q%d", s, q), State: decision.TextState(st)}
+		groups = append(groups, req.Decisions())
+	}
+	return groups, nil
+}
+
+// Shape777Requests is the shape-777 workload as System One requests, one
+// per state: states states of about stateTokens tokens, each with
+// questions choice questions (four options) whose suffix (question,
+// options, cue) is about suffixTokens tokens, measured with e's own
+// tokenization. It is deterministic for a model: W1 and the peer
+// benchmark send the same requests.
+func Shape777Requests(e *llamacpp.Engine, states, questions, stateTokens, suffixTokens int) ([][]byte, error) {
+	rng := rand.New(rand.NewPCG(777, 777))
+	type question struct {
+		Type         string            `json:"type"`
+		Instructions string            `json:"instructions"`
+		Criteria     map[string]string `json:"criteria"`
+	}
+	type request struct {
+		State     string              `json:"state"`
+		Questions map[string]question `json:"questions"`
+	}
+	var out [][]byte
+	for s := 0; s < states; s++ {
+		st, err := text(e, rng, stateTokens)
+		if err != nil {
+			return nil, err
+		}
+		req := request{State: st, Questions: map[string]question{}}
+		for q := 0; q < questions; q++ {
+			crit := map[string]string{}
 			for o := 0; o < 4; o++ {
-				d.Options = append(d.Options, decision.Option{ID: string(rune('a' + o)), Description: wordList[rng.IntN(len(wordList))]})
+				crit[string(rune('a'+o))] = wordList[rng.IntN(len(wordList))]
 			}
 			// Grow the question until the suffix reaches its length.
 			var words []string
 			for {
-				d.Question = strings.Join(words, " ") + "?"
-				_, suffix, err := e.PromptTokens(d)
+				qq := question{Type: "choice", Instructions: strings.Join(words, " ") + "?", Criteria: crit}
+				one, err := json.Marshal(request{State: st, Questions: map[string]question{"q": qq}})
 				if err != nil {
 					return nil, err
 				}
-				if suffix >= cfg.SuffixTokens {
+				parsed, err := decision.ParseSystemOne(one, decision.Limits{})
+				if err != nil {
+					return nil, err
+				}
+				_, suffix, err := e.PromptTokens(parsed.Decisions()[0])
+				if err != nil {
+					return nil, err
+				}
+				if suffix >= suffixTokens {
+					req.Questions[fmt.Sprintf("q%02d", q)] = qq
 					break
 				}
 				words = append(words, wordList[rng.IntN(len(wordList))])
 			}
-			g = append(g, d)
 		}
-		groups = append(groups, g)
+		body, err := json.Marshal(req)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, body)
 	}
-	return groups, nil
+	return out, nil
 }
 
 // independent builds W3: n decisions with distinct states of about

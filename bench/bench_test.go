@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/engine/llamacpp"
 	"github.com/verdict-dev/verdict/model"
 )
 
@@ -67,4 +69,38 @@ func TestRunSmallConfig(t *testing.T) {
 	require.Contains(t, buf.String(), "W1 shape-777: a state's questions in one call (parallel) vs one at a time (serial): ")
 	require.Contains(t, buf.String(), "W3 2 callers at once vs one at a time: ")
 	require.Contains(t, buf.String(), "W3 4 callers at once vs one at a time: ")
+}
+
+// Shape777Requests: System One requests that parse, one per state, each
+// question's suffix at least the asked length and the state about its
+// length in the model's tokens; the same requests every time.
+func TestShape777Requests(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	require.NoError(t, model.Synth(path, model.SynthOptions{Shape: "tiny", Seed: 1}))
+	e, err := llamacpp.New(llamacpp.Options{ModelPath: path, Threads: 1})
+	require.NoError(t, err)
+	defer e.Close()
+	bodies, err := Shape777Requests(e, 2, 3, 200, 60)
+	require.NoError(t, err)
+	require.Len(t, bodies, 2)
+	again, err := Shape777Requests(e, 2, 3, 200, 60)
+	require.NoError(t, err)
+	require.Equal(t, bodies, again, "deterministic")
+	for _, b := range bodies {
+		req, err := decision.ParseSystemOne(b, decision.Limits{})
+		require.NoError(t, err)
+		ds := req.Decisions()
+		require.Len(t, ds, 3)
+		n, err := e.TokenCount(ds[0].State.Text)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, n, 200)
+		require.Less(t, n, 260)
+		for _, d := range ds {
+			require.Len(t, d.Options, 4)
+			_, suffix, err := e.PromptTokens(d)
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, suffix, 60)
+			require.Less(t, suffix, 80)
+		}
+	}
 }

@@ -10,7 +10,15 @@
 #      (--gpu-layers -1 and 0): the chosen option must be the same for each
 #      decision; prints the largest |Δp|;
 #   3. runs `verdict bench` (W0 prefill, W1 shape-777 fan-out) on the GPU and
-#      on the CPU and prints both tables; every result names its backend.
+#      on the CPU and prints both tables; every result names its backend;
+#   4. runs the peer comparison with both on the GPU (`verdict bench --peer
+#      llama-server --gpu-layers -1`): verdict serve against llama-server of
+#      the same build, on shape-777 and on JevBench cases (issue #14's GPU
+#      goal: 3x llama-server's best on shape-777). GPU_CHECK_PEER=0 skips it.
+#
+# One CMake build gives both llama-server and verdict's libraries
+# (TOOLS=server LINK=dynamic: llama-server with the shared libraries and
+# backend modules beside it), so the CUDA backend is compiled once.
 #
 #   scripts/gpu-check.sh                 # on the GPU machine, from the repository root
 #   GPU_CHECK_CPU_ONLY=1 GPU_CHECK_SHAPE=tiny GPU_CHECK_CASES=2 scripts/gpu-check.sh
@@ -52,12 +60,14 @@ say "building llama.cpp (LINK=dynamic, $what) with $JOBS jobs"
 gpu_env=()
 [ -z "$CPU_ONLY" ] && gpu_env=(GPU=cuda "CUDA_ARCHS=$arch")
 prefix="$(env LLAMA_SRC="$WORK/src-clone" LLAMA_DIR="${GPU_CHECK_LLAMA_DIR:-$WORK/llama.cpp}" LINK=dynamic CPU_TARGET=x86-64-v3 JOBS="$JOBS" \
-	"${gpu_env[@]}" scripts/llama.cpp/build.sh)" || die "the llama.cpp build failed"
+	TOOLS=server OPENMP=off "${gpu_env[@]}" scripts/llama.cpp/build.sh)" || die "the llama.cpp build failed"
+server="$prefix/bin/llama-server"
+[ -x "$server" ] || die "the build has no $server"
 dist="$WORK/dist"
 rm -rf "$dist" && tar -xzf "$BUNDLE/dist.tar.gz" -C "$WORK"
 # This machine's build of the same pinned source replaces the libraries
 # built where the binary was: the same ABI, plus the CUDA module.
-rm -f "$dist"/lib/*.so* && cp -a "$prefix"/lib/*.so* "$dist/lib/"
+rm -f "$dist"/lib/*.so* && cp -a "$prefix"/bin/*.so* "$dist/lib/"
 V="$dist/bin/verdict"
 say "built; libraries: $(cd "$dist/lib" && ls ./*.so | tr '\n' ' ')"
 
@@ -110,4 +120,19 @@ for layers in -1 0; do
 	"$V" bench --log-level warn --workloads w0,w1 --states 1 --questions "${GPU_CHECK_QUESTIONS:-6}" --prefill-threads "${GPU_CHECK_THREADS:-$JOBS}" --gpu-layers "$layers" \
 		--model "$model" --prefill-model "$model" --out "$WORK/bench$layers.json"
 done
+if [ "${GPU_CHECK_PEER:-1}" != 0 ]; then
+	peer_layers=-1
+	[ -n "$CPU_ONLY" ] && peer_layers=0
+	say "verdict serve vs llama-server, both with --gpu-layers $peer_layers: shape-777"
+	"$V" bench --log-level warn --peer llama-server --llama-server "$server" --model "$model" --gpu-layers "$peer_layers" \
+		--peer-workload shape777 --states "${GPU_CHECK_PEER_STATES:-4}" --questions 21 --peer-slots 4 \
+		--rounds "${GPU_CHECK_PEER_ROUNDS:-2}" --threads "${GPU_CHECK_THREADS:-$JOBS}" --out "$WORK/peer-shape777.json"
+	jev="${JEVBENCH:-../shared/data/jevbench-240/cases.jsonl}"
+	if [ -f "$jev" ]; then
+		say "verdict serve vs llama-server, both with --gpu-layers $peer_layers: JevBench-240"
+		"$V" bench --log-level warn --peer llama-server --llama-server "$server" --model "$model" --gpu-layers "$peer_layers" \
+			--jevbench "$jev" --peer-cases "${GPU_CHECK_CASES:-24}" --peer-slots 4 \
+			--rounds "${GPU_CHECK_PEER_ROUNDS:-2}" --threads "${GPU_CHECK_THREADS:-$JOBS}" --out "$WORK/peer-jevbench.json"
+	fi
+fi
 say "ok: every check passed (work files in $WORK)"

@@ -47,7 +47,11 @@ type Config struct {
 	Model string
 	// Threads both use (llama-server: --threads and --threads-batch).
 	Threads int
-	// Cases are JevBench-240 lines (System One requests with an id).
+	// GPULayers both offload: verdict's --gpu-layers, llama-server's
+	// --gpu-layers (-1 = all, 0 = none: the CPU).
+	GPULayers int
+	// Cases are System One requests, one per state: JevBench-240 lines or
+	// the shape-777 workload (bench.Shape777Requests).
 	Cases [][]byte
 	// Rounds of interleaved measurements. Defaults to 3.
 	Rounds int
@@ -112,7 +116,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	th := strconv.Itoa(cfg.Threads)
 	vs, err := start(ctx, cfg, "verdict serve", cfg.Verdict, "/ping",
-		"serve", "--model", cfg.Model, "--threads", th, "--log-level", "warn", "--max-concurrent", strconv.Itoa(cfg.Slots), "--addr")
+		"serve", "--model", cfg.Model, "--threads", th, "--gpu-layers", strconv.Itoa(cfg.GPULayers), "--log-level", "warn", "--max-concurrent", strconv.Itoa(cfg.Slots), "--addr")
 	if err != nil {
 		return nil, err
 	}
@@ -275,11 +279,15 @@ func buildRound(cases [][]byte, tag string, family engine.ChatFamily) (*round, e
 }
 
 // llamaArgs are llama-server's flags for slots parallel slots of 8,192
-// tokens each, with verdict's model and threads, on 127.0.0.1 (start
-// appends the port).
+// tokens each, with verdict's model, threads and GPU layers, on 127.0.0.1
+// (start appends the port).
 func llamaArgs(cfg Config, slots int) []string {
 	th := strconv.Itoa(cfg.Threads)
-	return []string{"-m", cfg.Model, "--threads", th, "--threads-batch", th, "--parallel", strconv.Itoa(slots),
+	ngl := strconv.Itoa(cfg.GPULayers)
+	if cfg.GPULayers < 0 {
+		ngl = "all"
+	}
+	return []string{"-m", cfg.Model, "--threads", th, "--threads-batch", th, "--gpu-layers", ngl, "--parallel", strconv.Itoa(slots),
 		"-c", strconv.Itoa(8192 * slots), "--log-disable", "--host", "127.0.0.1", "--port"}
 }
 

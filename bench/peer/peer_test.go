@@ -95,11 +95,16 @@ func TestRatiosPairRounds(t *testing.T) {
 }
 
 // llamaArgs: one context of 8,192 tokens per slot, verdict's threads for
-// both of llama-server's thread settings, the port left for start.
+// both of llama-server's thread settings, verdict's GPU layers (-1: all),
+// the port left for start.
 func TestLlamaArgs(t *testing.T) {
 	cfg := Config{Model: "m.gguf", Threads: 2}
-	require.Equal(t, []string{"-m", "m.gguf", "--threads", "2", "--threads-batch", "2", "--parallel", "1", "-c", "8192",
+	require.Equal(t, []string{"-m", "m.gguf", "--threads", "2", "--threads-batch", "2", "--gpu-layers", "0", "--parallel", "1", "-c", "8192",
 		"--log-disable", "--host", "127.0.0.1", "--port"}, llamaArgs(cfg, 1))
-	require.Equal(t, []string{"-m", "m.gguf", "--threads", "2", "--threads-batch", "2", "--parallel", "4", "-c", "32768",
+	require.Equal(t, []string{"-m", "m.gguf", "--threads", "2", "--threads-batch", "2", "--gpu-layers", "0", "--parallel", "4", "-c", "32768",
 		"--log-disable", "--host", "127.0.0.1", "--port"}, llamaArgs(cfg, 4))
+	cfg.GPULayers = -1
+	require.Contains(t, strings.Join(llamaArgs(cfg, 1), " "), "--gpu-layers all --parallel")
+	cfg.GPULayers = 12
+	require.Contains(t, strings.Join(llamaArgs(cfg, 1), " "), "--gpu-layers 12 --parallel")
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/verdict-dev/verdict/bench"
 	"github.com/verdict-dev/verdict/bench/peer"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
 )
@@ -18,7 +19,10 @@ import (
 type peerFlags struct {
 	name, llamaServer, model, data, jevbench, out string
 	altServer, altLabel                           string
+	workload                                      string // jevbench or shape777
 	cases, slots, threads, rounds                 int
+	states, questions                             int // shape777's size
+	gpuLayers                                     int // --gpu-layers, resolved for this build's devices
 }
 
 // runPeer compares `verdict serve` with llama-server on the same model
@@ -33,6 +37,10 @@ func runPeer(ctx context.Context, f peerFlags) error {
 		return fmt.Errorf("flag --peer-cases: must be >= 1, got %d", f.cases)
 	case f.slots < 1:
 		return fmt.Errorf("flag --peer-slots: must be >= 1, got %d", f.slots)
+	case f.workload != "jevbench" && f.workload != "shape777":
+		return fmt.Errorf("flag --peer-workload: %q is not a workload (jevbench or shape777)", f.workload)
+	case f.workload == "shape777" && (f.states < 1 || f.questions < 1):
+		return fmt.Errorf("flag --states, --questions: shape777 needs at least one of each, got %d and %d", f.states, f.questions)
 	}
 	if _, err := os.Stat(f.llamaServer); err != nil {
 		return fmt.Errorf("flag --llama-server: %w", err)
@@ -45,14 +53,19 @@ func runPeer(ctx context.Context, f peerFlags) error {
 			return fmt.Errorf("flag --llama-server-alt-label: required with --llama-server-alt (how that build differs)")
 		}
 	}
-	cases, err := readLines(f.jevbench, f.cases)
-	if err != nil {
-		return fmt.Errorf("flag --jevbench: %w", err)
-	}
+	var err error
 	if f.model == "" {
 		if f.model, err = synthModel(f.data, "small"); err != nil {
 			return err
 		}
+	}
+	var cases [][]byte
+	if f.workload == "shape777" {
+		if cases, err = shape777Cases(f); err != nil {
+			return err
+		}
+	} else if cases, err = readLines(f.jevbench, f.cases); err != nil {
+		return fmt.Errorf("flag --jevbench: %w", err)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -63,7 +76,7 @@ func runPeer(ctx context.Context, f peerFlags) error {
 		threads = llamacpp.Options{}.WithDefaults().Threads // the engine's default: physical cores
 	}
 	rep, err := peer.Run(ctx, peer.Config{Verdict: self, LlamaServer: f.llamaServer, AltLlamaServer: f.altServer, AltLabel: f.altLabel, Model: f.model, Threads: threads,
-		Cases: cases, Rounds: f.rounds, Slots: f.slots, Log: os.Stderr})
+		GPULayers: f.gpuLayers, Cases: cases, Rounds: f.rounds, Slots: f.slots, Log: os.Stderr})
 	if err != nil {
 		return err
 	}
@@ -79,6 +92,18 @@ func runPeer(ctx context.Context, f peerFlags) error {
 		}
 	}
 	return nil
+}
+
+// shape777Cases is W1's shape-777 workload (f.states states of ~1,800
+// tokens, f.questions questions each) as System One requests, sized with
+// the model's own tokenizer.
+func shape777Cases(f peerFlags) ([][]byte, error) {
+	e, err := llamacpp.New(llamacpp.Options{ModelPath: f.model, Threads: 1, GPULayers: 0, NoPrefixCache: true})
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	return bench.Shape777Requests(e, f.states, f.questions, 1800, 90)
 }
 
 // readLines returns up to n non-empty lines of path.

@@ -67,6 +67,36 @@ func TestBenchPeerAgainstLlamaServer(t *testing.T) {
 	}
 }
 
+// The shape-777 workload through the peer benchmark: W1's requests (one
+// state of ~1,800 tokens, its questions), both servers told the same GPU
+// layers (none here: the CPU).
+func TestBenchPeerShape777(t *testing.T) {
+	server := os.Getenv("VERDICT_LLAMA_SERVER")
+	if server == "" {
+		t.Fatal("VERDICT_LLAMA_SERVER is not set: run through make (make test/pkg LLAMA=upstream), which builds llama-server")
+	}
+	bin := buildVerdict(t)
+	dir := t.TempDir()
+	model := filepath.Join(dir, "tiny.gguf")
+	require.NoError(t, exec.Command(bin, "model", "synth", "--shape", "tiny", "-o", model).Run())
+	out := filepath.Join(dir, "peer.json")
+	cmd := exec.Command(bin, "bench", "--peer", "llama-server", "--llama-server", server, "--model", model,
+		"--peer-workload", "shape777", "--states", "1", "--questions", "3", "--peer-slots", "2",
+		"--rounds", "1", "--threads", "2", "--gpu-layers", "0", "--out", out)
+	text, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", text)
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	var rep peer.Report
+	require.NoError(t, json.Unmarshal(b, &rep))
+	require.Equal(t, 1, rep.States)
+	require.Equal(t, 3, rep.Decisions)
+	require.Equal(t, 1, rep.Independent)
+	// The state once (~1,800 tokens) and three suffixes of ~90.
+	require.Greater(t, rep.MinimalTokens, int64(1800+3*80))
+	require.Less(t, rep.MinimalTokens, int64(2400))
+}
+
 func TestBenchPeerFlagErrors(t *testing.T) {
 	bin := buildVerdict(t)
 	for _, tc := range []struct {
@@ -79,6 +109,8 @@ func TestBenchPeerFlagErrors(t *testing.T) {
 		{[]string{"bench", "--peer", "llama-server", "--llama-server", bin, "--peer-cases", "0"}, "flag --peer-cases"},
 		{[]string{"bench", "--peer", "llama-server", "--llama-server", bin, "--llama-server-alt", "/nonexistent/llama-server"}, "flag --llama-server-alt"},
 		{[]string{"bench", "--peer", "llama-server", "--llama-server", bin, "--llama-server-alt", bin}, "flag --llama-server-alt-label: required"},
+		{[]string{"bench", "--peer", "llama-server", "--llama-server", bin, "--peer-workload", "w9"}, "flag --peer-workload"},
+		{[]string{"bench", "--peer", "llama-server", "--llama-server", bin, "--peer-workload", "shape777", "--states", "0"}, "flag --states, --questions"},
 	} {
 		cmd := exec.Command(bin, tc.args...)
 		for _, kv := range os.Environ() {

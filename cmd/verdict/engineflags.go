@@ -33,6 +33,7 @@ type engineFlags struct {
 	noMmap      bool
 	flashAttn   string
 	branchBatch int
+	cacheTokens int
 	recurrentMB int
 	calibration string
 	debias      int
@@ -57,6 +58,7 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&e.noMmap, "no-mmap", false, "read the model into memory instead of mapping it")
 	fs.StringVar(&e.flashAttn, "flash-attn", "auto", "flash attention: auto, on or off")
 	fs.IntVar(&e.branchBatch, "branch-batch", 0, "question-suffix tokens decoded together in one call (default: --batch)")
+	fs.IntVar(&e.cacheTokens, "prefix-cache-tokens", 0, "tokens of recent state prefixes kept in the KV cache for reuse; every decode scans the cells they hold (default: ctx/2 with flash attention, else 1024)")
 }
 
 // modelPath returns the model to load: --model, else the first .gguf
@@ -107,7 +109,7 @@ func (e *engineFlags) options(path string) llamacpp.Options {
 		ModelPath: path, SHA256: e.sha256, GPULayers: gpuLayersFor(e.gpuLayers, llamacpp.Info().Devices), NoMmap: e.noMmap,
 		Threads: e.threads, ContextSize: e.ctx, BatchSize: e.batch, UBatchSize: e.ubatch,
 		MaxSequences: e.seqMax, MaxPending: e.maxPending, Temperature: 1, FlashAttention: e.flashAttn, BranchBatchTokens: e.branchBatch,
-		RecurrentMemory: int64(e.recurrentMB) << 20,
+		PrefixCacheTokens: e.cacheTokens, RecurrentMemory: int64(e.recurrentMB) << 20,
 	}
 }
 

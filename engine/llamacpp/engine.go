@@ -142,7 +142,9 @@ func New(opts Options) (*Engine, error) {
 		m.Free()
 		return nil, err
 	}
-	batch, err := llama.NewBatch(lctx.NBatch(), 1)
+	// A head token may go into its cache sequence and the branches fused
+	// with it (see prefill).
+	batch, err := llama.NewBatch(lctx.NBatch(), 1+maxFused)
 	if err != nil {
 		lctx.Free()
 		m.Free()

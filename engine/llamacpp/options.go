@@ -49,7 +49,7 @@ type Options struct {
 	PrefixCacheSlots int
 	// PrefixCacheTokens bounds the tokens held by resident prefixes; the
 	// least recently used are evicted beyond it. Defaults to ContextSize/2
-	// with flash attention, else min(1024, ContextSize/2).
+	// with GPU offload, else (the CPU) min(1024, ContextSize/2).
 	PrefixCacheTokens int
 	// FlashAttention is "on", "off" or "auto": on with GPU offload; on the
 	// CPU (GPULayers 0), what was measured faster for the route's
@@ -95,12 +95,17 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	// In the unified KV cache every decode attends over every resident
-	// cell, masking out other sequences'. Flash attention skips masked
-	// cells; the plain path computes them. So without it, keep fewer
-	// cells resident and decode fewer sequences together.
+	// cell, masking out other sequences'. The plain path computes the
+	// masked cells, so without flash attention decode fewer sequences
+	// together. Flash attention skips masked tiles, but on the CPU only
+	// after reading their mask, per head and layer: 4,096 resident tokens
+	// slow a 450-token prefill there by ~10%. So on the CPU keep fewer
+	// cells resident (the README, Performance).
 	if o.FlashAttention == "off" {
-		def(&o.PrefixCacheTokens, min(1024, o.ContextSize/2))
 		def(&o.BranchBatchTokens, min(256, o.BatchSize))
+	}
+	if o.GPULayers == 0 {
+		def(&o.PrefixCacheTokens, min(1024, o.ContextSize/2))
 	}
 	def(&o.PrefixCacheTokens, o.ContextSize/2)
 	def(&o.MaxRoundDecisions, 256)

@@ -87,7 +87,11 @@ func TestOptionsDefaultsOnlyForUnset(t *testing.T) {
 	on := Options{GPULayers: -1}.withDefaults()
 	require.Equal(t, "on", on.FlashAttention)
 	require.Equal(t, 2048, on.BranchBatchTokens)
-	require.Equal(t, 4096, on.PrefixCacheTokens)
+	require.Equal(t, 4096, on.PrefixCacheTokens, "a GPU: ctx/2 resident")
+	cpuOn := Options{FlashAttention: "on"}.withDefaults()
+	require.Equal(t, 2048, cpuOn.BranchBatchTokens)
+	require.Equal(t, 1024, cpuOn.PrefixCacheTokens, "the CPU, flash attention or not: 1,024 resident")
+	require.Equal(t, 300, Options{ContextSize: 600}.withDefaults().PrefixCacheTokens, "never above ctx/2")
 }
 
 // Flash attention widens the drift between paths; the plain path adds none.

@@ -274,16 +274,17 @@ func tokenKey(ts []llama.Token) string {
 }
 
 // subRound prefills each head once (reusing cached prefixes), then decodes
-// every member's tail in a branch copied from its head, packing branches
-// of all groups into shared batches. Work stops within one decode call of
-// a caller giving up or the engine closing (see live).
+// every member's tail in a branch of its head, packing branches of all
+// groups into shared batches. Work stops within one decode call of a
+// caller giving up or the engine closing (see live).
 func (e *Engine) subRound(heads [][]llama.Token, members [][]*item) error {
 	e.cache.unpinAll()
-	headSeq, err := e.prefill(heads, members)
+	b := e.newBranches(members)
+	headSeq, err := e.prefill(heads, members, b)
 	if err != nil {
 		return err
 	}
-	if err := e.decodeBranches(headSeq, members); err != nil {
+	if err := e.decodeBranches(b, headSeq, members); err != nil {
 		return err
 	}
 	e.cache.unpinAll()
@@ -338,7 +339,16 @@ type prefilling struct {
 // live member is dropped undecoded, and a head whose members all stop is
 // cut back to what was decoded, so that stopped work ends within one
 // decode call.
-func (e *Engine) prefill(heads [][]llama.Token, members [][]*item) ([]int, error) {
+//
+// The tokens a head adds also go into branch sequences of its members
+// (b.fuse), and the last batch is left for decodeBranches to fill with
+// tails (b.pending): a decision's tail is then decoded in the same call,
+// often the same micro-batch, as the end of its state, instead of in a
+// small batch of its own after a copy. That matters on the CPU, where
+// attention over a long prefix is several times slower per token in a
+// micro-batch of fewer than 64 tokens (ggml's untiled flash-attention
+// path) and every decode call pays its fixed costs.
+func (e *Engine) prefill(heads [][]llama.Token, members [][]*item, b *branches) ([]int, error) {
 	headSeq := make([]int, len(heads))
 	var inBatch []*prefilling
 	e.batch.Clear()
@@ -352,21 +362,18 @@ func (e *Engine) prefill(heads [][]llama.Token, members [][]*item) ([]int, error
 		}
 		return false
 	}
-	flush := func() error {
-		if e.batch.Len() == 0 {
-			return nil
-		}
+	live := func() bool {
 		live := false
 		for _, h := range inBatch {
 			live = seqLive(h.seq) || live
 		}
-		if live {
-			if err := e.decode(); err != nil {
-				return err
-			}
-		}
+		return live
+	}
+	// settle records what a decode of the batch (or its drop) did to the
+	// heads in it.
+	settle := func(decoded bool) {
 		for _, h := range inBatch {
-			if live {
+			if decoded {
 				h.decoded = h.added
 			}
 			if !seqLive(h.seq) {
@@ -378,8 +385,20 @@ func (e *Engine) prefill(heads [][]llama.Token, members [][]*item) ([]int, error
 				}
 			}
 		}
-		e.batch.Clear()
 		inBatch = inBatch[:0]
+	}
+	flush := func() error {
+		if e.batch.Len() == 0 {
+			return nil
+		}
+		ok := live()
+		if ok {
+			if err := e.decode(); err != nil {
+				return err
+			}
+		}
+		settle(ok)
+		e.batch.Clear()
 		return nil
 	}
 	for gi, head := range heads {
@@ -410,6 +429,14 @@ func (e *Engine) prefill(heads [][]llama.Token, members [][]*item) ([]int, error
 				break
 			}
 		}
+		seqs := []int{seq}
+		if reuse < len(head) {
+			fused, err := b.fuse(members[gi], seq, reuse)
+			if err != nil {
+				return nil, err
+			}
+			seqs = append(seqs, fused...)
+		}
 		h := &prefilling{group: gi, seq: seq, decoded: reuse, added: reuse}
 		for h.added < len(head) {
 			if e.batch.Len() == e.batch.Cap() {
@@ -423,14 +450,30 @@ func (e *Engine) prefill(heads [][]llama.Token, members [][]*item) ([]int, error
 			if len(inBatch) == 0 || inBatch[len(inBatch)-1] != h {
 				inBatch = append(inBatch, h)
 			}
-			if err := e.batch.Add(head[h.added], h.added, []int{seq}, false); err != nil {
+			if err := e.batch.Add(head[h.added], h.added, seqs, false); err != nil {
 				return nil, err
 			}
 			h.added++
 		}
 	}
-	return headSeq, flush()
+	if e.batch.Len() > 0 {
+		b.pending = &pendingPrefill{live: live, settle: settle}
+	}
+	return headSeq, nil
 }
+
+// pendingPrefill is prefill's last batch, decoded together with the first
+// tails: live reports whether any head in it still has a live member, and
+// settle records the decode (or the drop) of those heads.
+type pendingPrefill struct {
+	live   func() bool
+	settle func(decoded bool)
+}
+
+// maxFused bounds the branches one head's tokens go into as they are
+// prefilled (the batch's sequences per token, less the head's own); a
+// head's further members branch by copy.
+const maxFused = 64
 
 // branchSlot is an item whose last tail token is at batch index idx.
 type branchSlot struct {
@@ -439,36 +482,89 @@ type branchSlot struct {
 }
 
 // branches decodes the tails of a sub-round's items: each item gets a
-// branch sequence copied from its head's, then its tail tokens, logits on
-// the last one; tails of many items share each decode call.
+// branch sequence holding its head (fused into the head's prefill, or
+// copied from its cache sequence), then its tail tokens, logits on the
+// last one; tails of many items share each decode call.
 type branches struct {
 	e       *Engine
 	start   time.Time
-	headSeq map[*item]int // the cache sequence of each item's head
-	reserve int           // sequences kept free for multi-token labels
-	fed     []*item       // items with tokens in the batch
-	last    []branchSlot  // items whose last tail token is in the batch
-	active  []*item       // items holding a branch
+	headSeq map[*item]int   // the cache sequence of each item's head
+	reserve int             // sequences kept free for multi-token labels
+	pending *pendingPrefill // prefill's batch, not decoded yet
+	tails   int             // tail tokens in the batch
+	fed     []*item         // items with tokens in the batch
+	last    []branchSlot    // items whose last tail token is in the batch
+	active  []*item         // items holding a branch
+}
+
+// newBranches prepares the branches of a sub-round's members.
+func (e *Engine) newBranches(members [][]*item) *branches {
+	b := &branches{e: e, start: time.Now(), headSeq: map[*item]int{}}
+	for _, its := range members {
+		for _, it := range its {
+			if it.multi {
+				// Keep one sequence free for label branches.
+				b.reserve = 1
+			}
+		}
+	}
+	return b
+}
+
+// fuse gives live members of a head that is about to be prefilled from
+// position reuse their branch sequences now, holding the cached part
+// [0, reuse), and returns them: the head's new tokens go into these too,
+// so their tails can follow in the same batch. Recurrent memories keep a
+// state per sequence that a shared token cannot fork; there every member
+// branches by copy.
+func (b *branches) fuse(its []*item, headSeq, reuse int) ([]int, error) {
+	e := b.e
+	if e.recurrent {
+		return nil, nil
+	}
+	var seqs []int
+	for _, it := range its {
+		if len(seqs) == maxFused {
+			break
+		}
+		if it.hasSeq || !e.live(it) {
+			continue
+		}
+		seq, ok := b.takeSeq()
+		if !ok {
+			break
+		}
+		if reuse > 0 {
+			if err := e.lctx.SeqCopy(headSeq, seq, 0, reuse); err != nil {
+				e.release(seq)
+				return seqs, err
+			}
+		}
+		it.seq, it.hasSeq = seq, true
+		b.active = append(b.active, it)
+		seqs = append(seqs, seq)
+	}
+	return seqs, nil
 }
 
 // decodeBranches scores every live member whose head was prefilled into
-// headSeq.
-func (e *Engine) decodeBranches(headSeq []int, members [][]*item) error {
-	b := &branches{e: e, start: time.Now(), headSeq: map[*item]int{}}
-	var queue []*item
+// headSeq: those fused into the prefill first, so that their tails join
+// its last batch.
+func (e *Engine) decodeBranches(b *branches, headSeq []int, members [][]*item) error {
+	var queue, later []*item
 	for gi, its := range members {
 		for _, it := range its {
 			if headSeq[gi] >= 0 && e.live(it) {
-				queue = append(queue, it)
 				b.headSeq[it] = headSeq[gi]
-				if it.multi {
-					// Keep one sequence free for label branches.
-					b.reserve = 1
+				if it.hasSeq {
+					queue = append(queue, it)
+				} else {
+					later = append(later, it)
 				}
 			}
 		}
 	}
-	e.batch.Clear()
+	queue = append(queue, later...)
 	for len(queue) > 0 {
 		it := queue[0]
 		if !it.hasSeq {
@@ -480,7 +576,7 @@ func (e *Engine) decodeBranches(headSeq []int, members [][]*item) error {
 				return err
 			}
 		}
-		room := e.opts.BranchBatchTokens - e.batch.Len()
+		room := min(e.opts.BranchBatchTokens-b.tails, e.batch.Cap()-e.batch.Len())
 		n := min(room, len(it.tail)-it.cursor)
 		// Keep the cells in use within the context: finish the branches
 		// in flight before starting more, rather than overflowing the KV
@@ -498,13 +594,29 @@ func (e *Engine) decodeBranches(headSeq []int, members [][]*item) error {
 			queue = queue[1:]
 		}
 	}
-	return b.flush()
+	if err := b.flush(); err != nil {
+		return err
+	}
+	// Branches fused with a head whose members all stopped were never fed
+	// (flush has finished every other one).
+	for _, it := range b.active {
+		e.release(it.seq)
+		it.hasSeq = false
+	}
+	b.active = nil
+	return nil
 }
 
 // branch gives it a branch sequence holding its head, flushing the batch
-// first when no sequence is free.
+// first when no sequence is free, and always while prefill's last batch
+// is pending: the copy must find the head's cells decoded.
 func (b *branches) branch(it *item) error {
 	e := b.e
+	if b.pending != nil {
+		if err := b.flush(); err != nil {
+			return err
+		}
+	}
 	seq, ok := b.takeSeq()
 	if !ok {
 		if err := b.flush(); err != nil {
@@ -545,40 +657,47 @@ func (b *branches) feed(it *item, n int) error {
 	}
 	it.cursor += n
 	it.evaluated += n
+	b.tails += n
 	return nil
 }
 
-// flush decodes the batch (unless none of its items is live any more),
-// reads the logits of the tails that ended in it, and then frees the
-// branches of stopped and of finished items: finished single-token ones
-// first, so that multi-token ones have sequences to expand their labels
-// into.
+// flush decodes the batch (unless none of its items and no head of
+// prefill's pending batch is live any more), reads the logits of the
+// tails that ended in it, and then frees the branches of stopped and of
+// finished items: finished single-token ones first, so that multi-token
+// ones have sequences to expand their labels into.
 func (b *branches) flush() error {
 	e := b.e
-	if e.batch.Len() == 0 {
-		return nil
-	}
-	live := false
-	for _, it := range b.fed {
-		live = e.live(it) || live
-	}
-	if live {
-		if err := e.decode(); err != nil {
-			return err
+	if e.batch.Len() > 0 {
+		live := false
+		for _, it := range b.fed {
+			live = e.live(it) || live
 		}
-		for _, s := range b.last {
-			if !e.live(s.it) {
-				continue
-			}
-			row, err := e.lctx.Logits(s.idx, e.model.VocabSize())
-			if err != nil {
+		if b.pending != nil {
+			live = b.pending.live() || live
+		}
+		if live {
+			if err := e.decode(); err != nil {
 				return err
 			}
-			e.readRoot(s.it, row)
+			for _, s := range b.last {
+				if !e.live(s.it) {
+					continue
+				}
+				row, err := e.lctx.Logits(s.idx, e.model.VocabSize())
+				if err != nil {
+					return err
+				}
+				e.readRoot(s.it, row)
+			}
 		}
+		if b.pending != nil {
+			b.pending.settle(live)
+			b.pending = nil
+		}
+		e.batch.Clear()
+		b.fed, b.last, b.tails = b.fed[:0], b.last[:0], 0
 	}
-	e.batch.Clear()
-	b.fed, b.last = b.fed[:0], b.last[:0]
 	kept := b.active[:0]
 	var expand []*item
 	for _, it := range b.active {

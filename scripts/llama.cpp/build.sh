@@ -122,9 +122,21 @@ start=$(date +%s)
 cmake -S "$src" -B "$build" "${gen[@]}" "${flags[@]}" "-DCMAKE_INSTALL_PREFIX=$prefix" >"$build.log" 2>&1 ||
 	{ tail -40 "$build.log" >&2; exit 1; }
 if [ "$TOOLS" = server ]; then
-	cmake --build "$build" -j "$JOBS" --target llama-server >>"$build.log" 2>&1 || { tail -40 "$build.log" >&2; exit 1; }
+	targets=(llama-server)
+	# LINK=dynamic: llama-server and the libraries it loads, backend
+	# modules included, side by side in bin/ (their RPATH is $ORIGIN), so
+	# that one build gives the GPU check both llama-server and verdict's
+	# libraries.
+	if [ "$LINK" = dynamic ]; then
+		targets+=(ggml-cpu)
+		[ "$GPU" = cuda ] && targets+=(ggml-cuda)
+	fi
+	cmake --build "$build" -j "$JOBS" --target "${targets[@]}" >>"$build.log" 2>&1 || { tail -40 "$build.log" >&2; exit 1; }
 	mkdir -p "$prefix/bin"
 	cp -f "$build/bin/llama-server" "$prefix/bin/llama-server"
+	if [ "$LINK" = dynamic ]; then
+		cp -a "$build"/bin/*.so* "$prefix/bin/"
+	fi
 	echo "${flags[*]}" >"$prefix/.verdict-built"
 	echo "llama.cpp build: llama-server done in $(($(date +%s) - start)) s into $prefix/bin" >&2
 	echo "$prefix"
