@@ -181,7 +181,7 @@ func New(opts Options) (*Engine, error) {
 		"backend", e.identity.Backend, "devices", deviceNames(build.Devices), "cpu_features", build.CPUFeatures,
 		"n_ctx", lctx.NCtx(), "n_batch", lctx.NBatch(), "n_seq_max", lctx.NSeqMax(), "seq_state_bytes", stateBytes,
 		"threads", opts.Threads, "flash_attn", opts.FlashAttention,
-		"prefix_cache_tokens", opts.PrefixCacheTokens, "branch_batch", opts.BranchBatchTokens)
+		"prefix_cache_tokens", opts.PrefixCacheTokens, "branch_batch", opts.BranchBatchTokens, "head_batch", opts.HeadBatchTokens)
 	go e.loop()
 	return e, nil
 }

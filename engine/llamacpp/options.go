@@ -59,10 +59,17 @@ type Options struct {
 	// in one call. Branches of other sequences in the same call share the
 	// KV cache and are masked out of each other's attention; a smaller
 	// budget wastes less masked attention, a larger one amortizes more
-	// per-call work. It also bounds the state prefixes prefilled together.
-	// At most BatchSize. Defaults to BatchSize with flash attention, else
-	// 256 (or BatchSize when that is less).
+	// per-call work. At most BatchSize. Defaults to BatchSize with flash
+	// attention, else 256 (or BatchSize when that is less).
 	BranchBatchTokens int
+	// HeadBatchTokens bounds the state-prefix tokens of distinct states
+	// that one sub-round prefills together (a first state is taken
+	// whatever its length). On the CPU a micro-batch of one state already
+	// keeps the cores busy, and every further state adds cells that each
+	// micro-batch scans, so it defaults to UBatchSize there (states
+	// shorter than a micro-batch still share one); on a GPU, where
+	// batching pays, to BranchBatchTokens.
+	HeadBatchTokens int
 	// NoPrefixCache drops every state prefix after use, so each request
 	// starts from scratch (benchmarks' "fresh" mode). Defaults to false.
 	NoPrefixCache bool
@@ -110,6 +117,10 @@ func (o Options) withDefaults() Options {
 	def(&o.PrefixCacheTokens, o.ContextSize/2)
 	def(&o.MaxRoundDecisions, 256)
 	def(&o.BranchBatchTokens, o.BatchSize)
+	if o.GPULayers == 0 {
+		def(&o.HeadBatchTokens, o.UBatchSize)
+	}
+	def(&o.HeadBatchTokens, o.BranchBatchTokens)
 	if o.Temperature == 0 {
 		o.Temperature = 1
 	}
@@ -151,6 +162,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("llamacpp: Options.PrefixCacheSlots must be 1..MaxSequences-2 (%d), leaving 2 branch sequences, got %d", o.MaxSequences-2, o.PrefixCacheSlots)
 	case o.PrefixCacheTokens < 0:
 		return fmt.Errorf("llamacpp: Options.PrefixCacheTokens must be >= 0, got %d", o.PrefixCacheTokens)
+	case o.HeadBatchTokens < 1:
+		return fmt.Errorf("llamacpp: Options.HeadBatchTokens must be >= 1, got %d", o.HeadBatchTokens)
 	case o.BranchBatchTokens < 1 || o.BranchBatchTokens > o.BatchSize:
 		return fmt.Errorf("llamacpp: Options.BranchBatchTokens must be 1..BatchSize (%d), got %d", o.BatchSize, o.BranchBatchTokens)
 	case o.MaxRoundDecisions < 1:

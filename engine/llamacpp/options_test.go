@@ -31,6 +31,7 @@ func TestOptionsRefuseValuesOutOfRange(t *testing.T) {
 		{"cache slots above half the sequences are honoured", Options{MaxSequences: 8, PrefixCacheSlots: 6}, ""},
 		{"negative cache slots", Options{PrefixCacheSlots: -1}, "Options.PrefixCacheSlots"},
 		{"negative cache tokens", Options{PrefixCacheTokens: -1}, "Options.PrefixCacheTokens"},
+		{"negative head batch", Options{HeadBatchTokens: -1}, "Options.HeadBatchTokens"},
 		{"negative branch budget", Options{BranchBatchTokens: -1}, "Options.BranchBatchTokens"},
 		{"branch budget above the batch", Options{BatchSize: 512, UBatchSize: 512, BranchBatchTokens: 1024}, "Options.BranchBatchTokens"},
 		{"negative round", Options{MaxRoundDecisions: -1}, "Options.MaxRoundDecisions"},
@@ -91,6 +92,9 @@ func TestOptionsDefaultsOnlyForUnset(t *testing.T) {
 	cpuOn := Options{FlashAttention: "on"}.withDefaults()
 	require.Equal(t, 2048, cpuOn.BranchBatchTokens)
 	require.Equal(t, 1024, cpuOn.PrefixCacheTokens, "the CPU, flash attention or not: 1,024 resident")
+	require.Equal(t, 512, cpuOn.HeadBatchTokens, "the CPU: one micro-batch of distinct states per sub-round")
+	require.Equal(t, 2048, on.HeadBatchTokens, "a GPU: the branch budget")
+	require.Equal(t, 100, Options{HeadBatchTokens: 100}.withDefaults().HeadBatchTokens, "given kept")
 	require.Equal(t, 300, Options{ContextSize: 600}.withDefaults().PrefixCacheTokens, "never above ctx/2")
 }
 

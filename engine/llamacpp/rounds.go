@@ -54,7 +54,7 @@ func (e *Engine) loop() {
 		if len(w.groups) == 0 {
 			continue
 		}
-		sub := w.take(e.opts.PrefixCacheSlots, e.opts.BranchBatchTokens)
+		sub := w.take(e.opts.PrefixCacheSlots, e.opts.HeadBatchTokens)
 		e.runSubRoundSafe(sub)
 		for _, g := range sub {
 			for _, it := range g.items {

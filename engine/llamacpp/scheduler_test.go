@@ -105,8 +105,9 @@ func TestPrefixCacheFullReusesTheBestMatch(t *testing.T) {
 // by a larger one that arrived after it.
 func TestCallersAreServedInOrderAndAnsweredWhenDone(t *testing.T) {
 	t.Parallel()
-	// One state per sub-round: every head is longer than the branch budget.
-	e := newEngine(t, Options{BranchBatchTokens: 16})
+	// One state per sub-round (every head is longer than the head budget),
+	// and several decode calls for b's suffixes.
+	e := newEngine(t, Options{BranchBatchTokens: 16, HeadBatchTokens: 16})
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var decodes []time.Time
@@ -171,4 +172,74 @@ func TestCallersAreServedInOrderAndAnsweredWhenDone(t *testing.T) {
 		}
 	}
 	require.Positive(t, later, "a was answered only after b's decoding ended")
+}
+
+// stateOf is a state whose head (prompt up to the state's end) is at
+// least n tokens.
+func stateOf(t *testing.T, e *Engine, seed string, n int) string {
+	t.Helper()
+	st := seed
+	for {
+		p, _, err := e.PromptTokens(routing("probe", st))
+		require.NoError(t, err)
+		if p >= n {
+			return st
+		}
+		st += fmt.Sprintf(" %s reported again at step %d.", seed, p)
+	}
+}
+
+// Distinct states waiting together are prefilled together only up to
+// HeadBatchTokens: on the CPU (default: one micro-batch) three ~300-token
+// states are three sub-rounds, each one decode call with its suffix;
+// with a larger budget, as on a GPU, one sub-round and one call.
+func TestDistinctStatesShareASubRoundUpToTheHeadBudget(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		opts  Options
+		calls int64
+	}{
+		{"cpu default", Options{}, 3},
+		{"gpu-like budget", Options{HeadBatchTokens: 2048, BranchBatchTokens: 2048}, 1}, // the suffixes fit one call on either route
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEngine(t, tc.opts)
+			require.Equal(t, map[string]int{"cpu default": 512, "gpu-like budget": 2048}[tc.name], e.opts.HeadBatchTokens)
+			var ds []decision.Decision
+			for _, seed := range []string{"Printer jam", "Refund due", "Login loop"} {
+				ds = append(ds, routing(seed, stateOf(t, e, seed, 300)))
+			}
+			release := make(chan struct{})
+			var blocked atomic.Bool
+			e.beforeDecodeFunc = func() {
+				if blocked.CompareAndSwap(false, true) {
+					<-release
+				}
+			}
+			warm := make(chan error, 1)
+			go func() {
+				_, err := e.Score(context.Background(), []decision.Decision{routing("w", "Warm-up.")})
+				warm <- err
+			}()
+			require.Eventually(t, blocked.Load, 30*time.Second, time.Millisecond)
+			before := e.Stats().Batches + 1 // the warm-up's call, held
+			var wg sync.WaitGroup
+			for i := range ds {
+				queued := len(e.jobs)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rs, err := e.Score(context.Background(), ds[i:i+1])
+					require.NoError(t, err)
+					require.Nil(t, rs[0].Error)
+				}()
+				require.Eventually(t, func() bool { return len(e.jobs) == queued+1 }, 30*time.Second, time.Millisecond)
+			}
+			close(release)
+			require.NoError(t, <-warm)
+			wg.Wait()
+			require.Equal(t, tc.calls, e.Stats().Batches-before, "decode calls for three fresh ~300-token states")
+		})
+	}
 }
