@@ -58,7 +58,7 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&e.noMmap, "no-mmap", false, "read the model into memory instead of mapping it")
 	fs.StringVar(&e.flashAttn, "flash-attn", "auto", "flash attention: auto, on or off")
 	fs.IntVar(&e.branchBatch, "branch-batch", 0, "question-suffix tokens decoded together in one call (default: --batch)")
-	fs.IntVar(&e.cacheTokens, "prefix-cache-tokens", 0, "tokens of recent state prefixes kept in the KV cache for reuse; every decode scans the cells they hold (default: ctx/2 with flash attention, else 1024)")
+	fs.IntVar(&e.cacheTokens, "prefix-cache-tokens", 0, "tokens of recent state prefixes kept in the KV cache for reuse; every decode scans the cells they hold (default: 1024 on the CPU, ctx/2 on a GPU)")
 }
 
 // modelPath returns the model to load: --model, else the first .gguf
