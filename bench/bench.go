@@ -46,9 +46,10 @@ type Config struct {
 	States int
 	// Questions per W1 state. Defaults to 21.
 	Questions int
-	// StateTokens is the W1 state length. Defaults to 1800.
+	// StateTokens is the W1 state length. Defaults to Shape777StateTokens.
 	StateTokens int
-	// SuffixTokens is the W1 question suffix length. Defaults to 90.
+	// SuffixTokens is the W1 question suffix length. Defaults to
+	// Shape777SuffixTokens.
 	SuffixTokens int
 	// JevBench is the cases.jsonl path for W2; empty or missing skips W2.
 	JevBench string
@@ -89,8 +90,8 @@ func (c *Config) defaults() {
 	}
 	def(&c.States, 2)
 	def(&c.Questions, 21)
-	def(&c.StateTokens, 1800)
-	def(&c.SuffixTokens, 90)
+	def(&c.StateTokens, Shape777StateTokens)
+	def(&c.SuffixTokens, Shape777SuffixTokens)
 	def(&c.JevLimit, 12)
 	def(&c.Independent, 64)
 	def(&c.IndependentTokens, 200)
@@ -433,6 +434,13 @@ func shape777(e *llamacpp.Engine, cfg Config) ([][]decision.Decision, error) {
 	}
 	return groups, nil
 }
+
+// The shape-777 workload's lengths in tokens: each state, and each
+// question's suffix (question, options, cue).
+const (
+	Shape777StateTokens  = 1800
+	Shape777SuffixTokens = 90
+)
 
 // Shape777Requests is the shape-777 workload as System One requests, one
 // per state: states states of about stateTokens tokens, each with

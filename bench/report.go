@@ -182,12 +182,16 @@ func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintln(w, "p95/p50 = tail latency over the median (fairness: every W3 request is the same size); pre+suf = mean state-prefix + suffix tokens; bound = fresh tokens / minimal tokens; of bnd = vs fresh / bound; decode = share of wall inside llama_decode (the rest is Go-side overhead)")
 }
 
-// tailRatio is p95 ÷ p50 latency (0 without latencies).
-func tailRatio(r Row) float64 {
-	if r.P50Ms <= 0 {
+// tailRatio is a row's TailRatio.
+func tailRatio(r Row) float64 { return TailRatio(r.P50Ms, r.P95Ms) }
+
+// TailRatio is p95 ÷ p50 latency (0 without latencies): the fairness
+// column of every verdict benchmark table.
+func TailRatio(p50, p95 float64) float64 {
+	if p50 <= 0 {
 		return 0
 	}
-	return r.P95Ms / r.P50Ms
+	return p95 / p50
 }
 
 // FanOut calls fn(0..n-1) from clients goroutines taking indexes in order,

@@ -95,12 +95,8 @@ func (r *Report) WriteTable(w io.Writer) {
 			ofb = fmt.Sprintf("%.0f%%", 100*med/b)
 		}
 		p50, p95 := percentile(m.LatencyMs, 50), percentile(m.LatencyMs, 95)
-		tail := 0.0
-		if p50 > 0 {
-			tail = p95 / p50
-		}
 		fmt.Fprintf(w, "%-12s %-52s %7d %22s %10.1f %10.1f %7.2fx %10.0f %8s\n", m.Workload, m.Name, m.Clients,
-			fmt.Sprintf("%.2f [%.2f–%.2f]", med, lo, hi), p50, p95, tail, tmed, ofb)
+			fmt.Sprintf("%.2f [%.2f–%.2f]", med, lo, hi), p50, p95, bench.TailRatio(p50, p95), tmed, ofb)
 	}
 	med, lo, hi := r.Ratio(of("shared", true), of("shared", false))
 	fmt.Fprintf(w, "shared: verdict's best / llama-server's best: %.2fx [%.2f–%.2f]\n", med, lo, hi)

@@ -103,7 +103,7 @@ func shape777Cases(f peerFlags) ([][]byte, error) {
 		return nil, err
 	}
 	defer e.Close()
-	return bench.Shape777Requests(e, f.states, f.questions, 1800, 90)
+	return bench.Shape777Requests(e, f.states, f.questions, bench.Shape777StateTokens, bench.Shape777SuffixTokens)
 }
 
 // readLines returns up to n non-empty lines of path.

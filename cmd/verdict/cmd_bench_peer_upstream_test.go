@@ -15,21 +15,29 @@ import (
 	"github.com/verdict-dev/verdict/bench/peer"
 )
 
+// peerSetup gives a peer test the verdict binary, the llama-server the
+// Makefile built (VERDICT_LLAMA_SERVER), a tiny synthetic model and where
+// to write the report.
+func peerSetup(t *testing.T) (bin, server, model, out string) {
+	t.Helper()
+	server = os.Getenv("VERDICT_LLAMA_SERVER")
+	if server == "" {
+		t.Fatal("VERDICT_LLAMA_SERVER is not set: run through make (make test/pkg LLAMA=upstream), which builds llama-server")
+	}
+	bin = buildVerdict(t)
+	dir := t.TempDir()
+	model = filepath.Join(dir, "tiny.gguf")
+	require.NoError(t, exec.Command(bin, "model", "synth", "--shape", "tiny", "-o", model).Run())
+	return bin, server, model, filepath.Join(dir, "peer.json")
+}
+
 // TestBenchPeerAgainstLlamaServer runs `verdict bench --peer llama-server`
 // end to end against the real llama-server of the pinned llama.cpp (the
 // Makefile builds it and names it in VERDICT_LLAMA_SERVER) on the tiny
 // model: every mode scores every decision and reports the tokens it
 // evaluated. Speed is not asserted: that is what the benchmark is for.
 func TestBenchPeerAgainstLlamaServer(t *testing.T) {
-	server := os.Getenv("VERDICT_LLAMA_SERVER")
-	if server == "" {
-		t.Fatal("VERDICT_LLAMA_SERVER is not set: run through make (make test/pkg LLAMA=upstream), which builds llama-server")
-	}
-	bin := buildVerdict(t)
-	dir := t.TempDir()
-	model := filepath.Join(dir, "tiny.gguf")
-	require.NoError(t, exec.Command(bin, "model", "synth", "--shape", "tiny", "-o", model).Run())
-	out := filepath.Join(dir, "peer.json")
+	bin, server, model, out := peerSetup(t)
 	cmd := exec.Command(bin, "bench", "--peer", "llama-server", "--llama-server", server, "--model", model,
 		"--jevbench", "../../../shared/data/jevbench-240/cases.jsonl", "--peer-cases", "2", "--peer-slots", "2",
 		"--rounds", "2", "--threads", "2", "--out", out,
@@ -71,15 +79,7 @@ func TestBenchPeerAgainstLlamaServer(t *testing.T) {
 // state of ~1,800 tokens, its questions), both servers told the same GPU
 // layers (none here: the CPU).
 func TestBenchPeerShape777(t *testing.T) {
-	server := os.Getenv("VERDICT_LLAMA_SERVER")
-	if server == "" {
-		t.Fatal("VERDICT_LLAMA_SERVER is not set: run through make (make test/pkg LLAMA=upstream), which builds llama-server")
-	}
-	bin := buildVerdict(t)
-	dir := t.TempDir()
-	model := filepath.Join(dir, "tiny.gguf")
-	require.NoError(t, exec.Command(bin, "model", "synth", "--shape", "tiny", "-o", model).Run())
-	out := filepath.Join(dir, "peer.json")
+	bin, server, model, out := peerSetup(t)
 	cmd := exec.Command(bin, "bench", "--peer", "llama-server", "--llama-server", server, "--model", model,
 		"--peer-workload", "shape777", "--states", "1", "--questions", "3", "--peer-slots", "2",
 		"--rounds", "1", "--threads", "2", "--gpu-layers", "0", "--out", out)

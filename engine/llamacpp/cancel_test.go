@@ -43,6 +43,14 @@ func stopAtDecode(e *Engine, n int64, stop func()) *atomic.Int64 {
 	return &after
 }
 
+// requireBranchesReturned waits until the engine is idle and requires
+// every branch sequence back in the pool.
+func requireBranchesReturned(t *testing.T, e *Engine) {
+	t.Helper()
+	idle(t, e)
+	require.Len(t, e.free, e.lctx.NSeqMax()-e.opts.PrefixCacheSlots, "branch sequences not returned")
+}
+
 // idle waits until the decode loop has finished every job (it releases a
 // job's admission when the job's last decision is done).
 func idle(t *testing.T, e *Engine) {
@@ -62,7 +70,7 @@ func TestCancelledWorkStopsWithinOneDecode(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	idle(t, e)
 	require.Zero(t, after.Load(), "decode calls after the one during which the caller cancelled")
-	require.Len(t, e.free, e.lctx.NSeqMax()-e.opts.PrefixCacheSlots, "branch sequences not returned")
+	requireBranchesReturned(t, e)
 
 	// The engine goes on, and what it cached of the cancelled state is sound.
 	e.beforeDecodeFunc = nil
@@ -164,8 +172,7 @@ func TestCancelledNeighbourLeavesTheRoundExact(t *testing.T) {
 	close(gate)
 	require.ErrorIs(t, <-errA, context.Canceled)
 	got := <-rsB
-	idle(t, e)
-	require.Len(t, e.free, e.lctx.NSeqMax()-e.opts.PrefixCacheSlots, "branch sequences not returned")
+	requireBranchesReturned(t, e)
 	for _, i := range []int{0, 5} {
 		require.Nil(t, got[i].Error)
 		requireClose(t, reference(t, e, b[i]), got[i].OptionLogits, logitTol(1e-3), b[i].ID)

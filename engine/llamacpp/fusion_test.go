@@ -33,12 +33,6 @@ func batchesOf(e *Engine, fn func()) int64 {
 	return e.Stats().Batches - before
 }
 
-func requireBranchesReturned(t *testing.T, e *Engine) {
-	t.Helper()
-	idle(t, e)
-	require.Len(t, e.free, e.lctx.NSeqMax()-e.opts.PrefixCacheSlots, "branch sequences not returned")
-}
-
 // A fresh state's questions are decoded in the same call as the end of
 // the state: their branches are fused into its prefill, not copied from
 // it afterwards. They score as the whole prompt decoded alone does, and as

@@ -111,16 +111,14 @@ func (o Options) withDefaults() Options {
 	if o.FlashAttention == "off" {
 		def(&o.BranchBatchTokens, min(256, o.BatchSize))
 	}
-	if o.GPULayers == 0 {
-		def(&o.PrefixCacheTokens, min(1024, o.ContextSize/2))
-	}
-	def(&o.PrefixCacheTokens, o.ContextSize/2)
-	def(&o.MaxRoundDecisions, 256)
 	def(&o.BranchBatchTokens, o.BatchSize)
 	if o.GPULayers == 0 {
+		def(&o.PrefixCacheTokens, min(1024, o.ContextSize/2))
 		def(&o.HeadBatchTokens, o.UBatchSize)
 	}
+	def(&o.PrefixCacheTokens, o.ContextSize/2)
 	def(&o.HeadBatchTokens, o.BranchBatchTokens)
+	def(&o.MaxRoundDecisions, 256)
 	if o.Temperature == 0 {
 		o.Temperature = 1
 	}

@@ -108,25 +108,14 @@ func TestCallersAreServedInOrderAndAnsweredWhenDone(t *testing.T) {
 	// One state per sub-round (every head is longer than the head budget),
 	// and several decode calls for b's suffixes.
 	e := newEngine(t, Options{BranchBatchTokens: 16, HeadBatchTokens: 16})
-	release := make(chan struct{})
 	var mu sync.Mutex
 	var decodes []time.Time
-	var blocked atomic.Bool
-	e.beforeDecodeFunc = func() {
-		if blocked.CompareAndSwap(false, true) {
-			<-release // hold the loop while the three callers queue up
-		}
+	release := holdLoop(t, e, func() {
 		mu.Lock()
 		decodes = append(decodes, time.Now())
 		mu.Unlock()
 		time.Sleep(2 * time.Millisecond) // room for an answered caller to run
-	}
-	warm := make(chan error, 1)
-	go func() {
-		_, err := e.Score(context.Background(), []decision.Decision{routing("w", "Warm-up state.")})
-		warm <- err
-	}()
-	require.Eventually(t, blocked.Load, 30*time.Second, time.Millisecond)
+	})
 
 	type done struct {
 		name string
@@ -135,23 +124,15 @@ func TestCallersAreServedInOrderAndAnsweredWhenDone(t *testing.T) {
 	}
 	out := make(chan done, 3)
 	submit := func(name string, ds []decision.Decision) {
-		queued := len(e.jobs)
-		go func() {
-			rs, err := e.Score(context.Background(), ds)
-			for _, r := range rs {
-				if err == nil && r.Error != nil {
-					err = fmt.Errorf("%s: %s", r.ID, r.Error.Message)
-				}
-			}
+		enqueue(t, e, func() {
+			err := scoreErr(e, ds)
 			out <- done{name, time.Now(), err}
-		}()
-		require.Eventually(t, func() bool { return len(e.jobs) == queued+1 }, 30*time.Second, time.Millisecond)
+		})
 	}
 	submit("x", fanOut("x", "A customer cannot log in after the password reset email expired.", 4))
 	submit("a", fanOut("a", "An invoice was charged twice in the same billing period.", 1))
 	submit("b", fanOut("b", "The nightly export job wrote an empty file to the bucket again.", 8))
-	close(release)
-	require.NoError(t, <-warm)
+	require.NoError(t, release())
 	var order []string
 	var aDone time.Time
 	for range 3 {
@@ -210,36 +191,63 @@ func TestDistinctStatesShareASubRoundUpToTheHeadBudget(t *testing.T) {
 			for _, seed := range []string{"Printer jam", "Refund due", "Login loop"} {
 				ds = append(ds, routing(seed, stateOf(t, e, seed, 300)))
 			}
-			release := make(chan struct{})
-			var blocked atomic.Bool
-			e.beforeDecodeFunc = func() {
-				if blocked.CompareAndSwap(false, true) {
-					<-release
-				}
-			}
-			warm := make(chan error, 1)
-			go func() {
-				_, err := e.Score(context.Background(), []decision.Decision{routing("w", "Warm-up.")})
-				warm <- err
-			}()
-			require.Eventually(t, blocked.Load, 30*time.Second, time.Millisecond)
+			release := holdLoop(t, e, nil)
 			before := e.Stats().Batches + 1 // the warm-up's call, held
-			var wg sync.WaitGroup
+			errs := make(chan error, len(ds))
 			for i := range ds {
-				queued := len(e.jobs)
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					rs, err := e.Score(context.Background(), ds[i:i+1])
-					require.NoError(t, err)
-					require.Nil(t, rs[0].Error)
-				}()
-				require.Eventually(t, func() bool { return len(e.jobs) == queued+1 }, 30*time.Second, time.Millisecond)
+				enqueue(t, e, func() { errs <- scoreErr(e, ds[i:i+1]) })
 			}
-			close(release)
-			require.NoError(t, <-warm)
-			wg.Wait()
+			require.NoError(t, release())
+			for range ds {
+				require.NoError(t, <-errs)
+			}
 			require.Equal(t, tc.calls, e.Stats().Batches-before, "decode calls for three fresh ~300-token states")
 		})
 	}
+}
+
+// holdLoop holds the decode loop in its first decode call (a warm-up
+// decision's) until the returned release is called, so that callers can
+// queue up behind it; release returns the warm-up's error. onDecode, when
+// set, runs before every decode call, the held one after its release.
+func holdLoop(t *testing.T, e *Engine, onDecode func()) (release func() error) {
+	t.Helper()
+	gate := make(chan struct{})
+	var blocked atomic.Bool
+	e.beforeDecodeFunc = func() {
+		if blocked.CompareAndSwap(false, true) {
+			<-gate
+		}
+		if onDecode != nil {
+			onDecode()
+		}
+	}
+	warm := make(chan error, 1)
+	go func() { warm <- scoreErr(e, []decision.Decision{routing("w", "Warm-up state.")}) }()
+	require.Eventually(t, blocked.Load, 30*time.Second, time.Millisecond)
+	return func() error {
+		close(gate)
+		return <-warm
+	}
+}
+
+// enqueue runs score (a Score call) in a goroutine and returns once its
+// job waits in the engine's queue, so that callers queue in the order
+// they are enqueued.
+func enqueue(t *testing.T, e *Engine, score func()) {
+	t.Helper()
+	queued := len(e.jobs)
+	go score()
+	require.Eventually(t, func() bool { return len(e.jobs) == queued+1 }, 30*time.Second, time.Millisecond)
+}
+
+// scoreErr scores ds and returns the call's error or the first decision's.
+func scoreErr(e *Engine, ds []decision.Decision) error {
+	rs, err := e.Score(context.Background(), ds)
+	for _, r := range rs {
+		if err == nil && r.Error != nil {
+			err = fmt.Errorf("%s: %s", r.ID, r.Error.Message)
+		}
+	}
+	return err
 }
