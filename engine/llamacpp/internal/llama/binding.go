@@ -329,6 +329,10 @@ type ContextParams struct {
 	// FlashAttention is -1 (llama.cpp decides), 0 (off) or 1 (on). The
 	// zero value is off.
 	FlashAttention int
+	// PerGraphThreads leaves the context without a persistent thread
+	// pool: llama.cpp then starts the CPU threads for every graph. Only
+	// for comparisons (tests, benchmarks); it is slower.
+	PerGraphThreads bool
 }
 
 // Context is a llama.cpp inference context with its KV memory. It is not
@@ -336,6 +340,7 @@ type ContextParams struct {
 type Context struct {
 	c       *C.struct_llama_context
 	mem     C.llama_memory_t
+	pool    *C.struct_ggml_threadpool // the CPU threads, attached to c; nil when none could be made
 	nSeqMax int
 	nBatch  int
 	nCtx    int
@@ -358,15 +363,33 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	if c == nil {
 		return nil, fmt.Errorf("llamacpp: create context (n_ctx %d, n_batch %d, n_seq_max %d) failed", p.NCtx, p.NBatch, p.NSeqMax)
 	}
-	return &Context{c: c, mem: C.llama_get_memory(c), nSeqMax: int(C.llama_n_seq_max(c)),
+	// A persistent pool, as llama.cpp's own tools attach: without it
+	// every micro-batch starts and joins the CPU threads. Without a pool
+	// (no CPU backend, or creation failed) llama.cpp's per-graph threads
+	// remain, which are correct, only slower.
+	var pool *C.struct_ggml_threadpool
+	if !p.PerGraphThreads {
+		pool = C.verdict_threadpool_new(C.int(p.Threads))
+	}
+	if pool != nil {
+		C.llama_attach_threadpool(c, pool, nil)
+	}
+	return &Context{c: c, mem: C.llama_get_memory(c), pool: pool, nSeqMax: int(C.llama_n_seq_max(c)),
 		nBatch: int(C.llama_n_batch(c)), nCtx: int(C.llama_n_ctx(c)), unified: p.KVUnified}, nil
 }
 
-// Free releases the context. Safe to call twice.
+// ThreadPool reports whether a persistent CPU thread pool is attached.
+func (c *Context) ThreadPool() bool { return c.pool != nil }
+
+// Free releases the context and then its thread pool. Safe to call twice.
 func (c *Context) Free() {
 	if c.c != nil {
 		C.llama_free(c.c)
 		c.c = nil
+	}
+	if c.pool != nil {
+		C.verdict_threadpool_free(c.pool)
+		c.pool = nil
 	}
 }
 

@@ -43,3 +43,38 @@ static inline struct llama_model_params verdict_model_params(int n_gpu_layers, b
 #endif
 	return p;
 }
+
+// The CPU backend's persistent thread pool. Without one attached, ggml's
+// CPU backend (built without OpenMP) starts and joins its worker threads
+// for every graph it computes, that is for every micro-batch; a pool keeps
+// them, polling briefly for the next graph before they sleep. The pool's
+// functions live in the CPU backend, which a LINK=dynamic build loads as a
+// module, so they are looked up through its registry.
+typedef struct ggml_threadpool *(*verdict_threadpool_new_fn)(struct ggml_threadpool_params *);
+typedef void (*verdict_threadpool_free_fn)(struct ggml_threadpool *);
+
+static inline void *verdict_cpu_proc(const char *name) {
+	ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+	if (dev == NULL) {
+		return NULL;
+	}
+	return ggml_backend_reg_get_proc_address(ggml_backend_dev_backend_reg(dev), name);
+}
+
+// verdict_threadpool_new returns a pool of n_threads threads with ggml's
+// default parameters (llama.cpp's tools use the same), or NULL.
+static inline struct ggml_threadpool *verdict_threadpool_new(int n_threads) {
+	verdict_threadpool_new_fn fn = (verdict_threadpool_new_fn)verdict_cpu_proc("ggml_threadpool_new");
+	if (fn == NULL || n_threads < 1) {
+		return NULL;
+	}
+	struct ggml_threadpool_params p = ggml_threadpool_params_default(n_threads);
+	return fn(&p);
+}
+
+static inline void verdict_threadpool_free(struct ggml_threadpool *tp) {
+	verdict_threadpool_free_fn fn = (verdict_threadpool_free_fn)verdict_cpu_proc("ggml_threadpool_free");
+	if (fn != NULL && tp != NULL) {
+		fn(tp);
+	}
+}
