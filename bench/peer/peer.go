@@ -53,6 +53,11 @@ type Config struct {
 	// Cases are System One requests, one per state: JevBench-240 lines or
 	// the shape-777 workload (bench.Shape777Requests).
 	Cases [][]byte
+	// IndependentCases are the states of the independent workload, of
+	// which each one's first question is sent; nil means Cases. More of
+	// them than Cases narrows the independent ratio's spread at a small
+	// cost: those decisions share nothing, so each costs one prefill.
+	IndependentCases [][]byte
 	// Rounds of interleaved measurements. Defaults to 3.
 	Rounds int
 	// Slots is llama-server's --parallel for its N-slot mode, and the
@@ -114,6 +119,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if len(cfg.Cases) == 0 {
 		return nil, errors.New("peer: no cases")
 	}
+	if cfg.IndependentCases == nil {
+		cfg.IndependentCases = cfg.Cases
+	}
 	th := strconv.Itoa(cfg.Threads)
 	vs, err := start(ctx, cfg, "verdict serve", cfg.Verdict, "/ping",
 		"serve", "--model", cfg.Model, "--threads", th, "--gpu-layers", strconv.Itoa(cfg.GPULayers), "--log-level", "warn", "--max-concurrent", strconv.Itoa(cfg.Slots), "--addr")
@@ -167,14 +175,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
+		wi, err := buildRound(cfg.IndependentCases, strconv.Itoa(r), family)
+		if err != nil {
+			return nil, fmt.Errorf("independent %w", err)
+		}
 		if r == 1 {
 			rep.Decisions = len(w.decisions)
 			if rep.MinimalTokens, err = c.minimalTokens(ctx, one.url, w); err != nil {
 				return nil, err
 			}
-			rep.Independent = len(w.heads)
-			for _, i := range w.heads {
-				n, err := c.tokens(ctx, one.url, w.prompts[i].Text())
+			rep.Independent = len(wi.heads)
+			for _, i := range wi.heads {
+				n, err := c.tokens(ctx, one.url, wi.prompts[i].Text())
 				if err != nil {
 					return nil, err
 				}
@@ -189,8 +201,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		// Every mode gets its own states ("Round r.m."), so that no mode
 		// finds the states of an earlier one in a cache.
 		ws := make([]*round, len(modes))
-		for i := range modes {
-			if ws[i], err = buildRound(cfg.Cases, fmt.Sprintf("%d.%d", r, i+1), family); err != nil {
+		for i, m := range modes {
+			cases := cfg.Cases
+			if m.Workload == "independent" {
+				cases = cfg.IndependentCases
+			}
+			if ws[i], err = buildRound(cases, fmt.Sprintf("%d.%d", r, i+1), family); err != nil {
 				return nil, err
 			}
 		}
@@ -203,14 +219,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			func() (int64, []time.Duration, error) { return c.verdictSemIf(ctx, vs.url, ws[1], all, cfg.Slots) },
 			func() (int64, []time.Duration, error) { return c.completions(ctx, one.url, ws[2], all, 1) },
 			func() (int64, []time.Duration, error) { return c.completions(ctx, many.url, ws[3], all, cfg.Slots) },
-			func() (int64, []time.Duration, error) { return c.verdictSemIf(ctx, vs.url, ws[4], w.heads, cfg.Slots) },
-			func() (int64, []time.Duration, error) { return c.completions(ctx, one.url, ws[5], w.heads, 1) },
-			func() (int64, []time.Duration, error) { return c.completions(ctx, many.url, ws[6], w.heads, cfg.Slots) },
+			func() (int64, []time.Duration, error) { return c.verdictSemIf(ctx, vs.url, ws[4], ws[4].heads, cfg.Slots) },
+			func() (int64, []time.Duration, error) { return c.completions(ctx, one.url, ws[5], ws[5].heads, 1) },
+			func() (int64, []time.Duration, error) { return c.completions(ctx, many.url, ws[6], ws[6].heads, cfg.Slots) },
 		}
 		if alt != nil {
 			runs = append(runs,
 				func() (int64, []time.Duration, error) { return c.completions(ctx, alt.url, ws[7], all, 1) },
-				func() (int64, []time.Duration, error) { return c.completions(ctx, alt.url, ws[8], w.heads, 1) })
+				func() (int64, []time.Duration, error) { return c.completions(ctx, alt.url, ws[8], ws[8].heads, 1) })
 		}
 		for i, run := range runs {
 			fmt.Fprintf(cfg.Log, "round %d: %s\n", r, modes[i].Name)
@@ -221,7 +237,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 			n := len(w.decisions)
 			if modes[i].Workload == "independent" {
-				n = len(w.heads)
+				n = len(wi.heads)
 			}
 			modes[i].DecisionsPerSec = append(modes[i].DecisionsPerSec, float64(n)/time.Since(t0).Seconds())
 			modes[i].TokensEvaluated = append(modes[i].TokensEvaluated, tokens)

@@ -47,6 +47,7 @@ func runBench(ctx context.Context, args []string) error {
 	altServer := fs.String("llama-server-alt", "", "with --peer llama-server: another llama-server build (e.g. make llama-server OPENMP=off), compared with one slot as a further peer configuration")
 	altLabel := fs.String("llama-server-alt-label", "", "with --llama-server-alt: how that build differs (e.g. \"no OpenMP\")")
 	peerCases := fs.Int("peer-cases", 24, "with --peer: JevBench-240 cases to send (one state each)")
+	peerIndependent := fs.Int("peer-independent", 0, "with --peer: states of the independent workload, each one's first question alone (0: as many as the shared workload has)")
 	peerWorkload := fs.String("peer-workload", "jevbench", "with --peer: jevbench (--peer-cases JevBench-240 states) or shape777 (W1's workload: --states states of ~1,800 tokens, --questions questions each)")
 	peerSlots := fs.Int("peer-slots", 4, "with --peer: llama-server's --parallel for its N-slot mode, and the concurrent clients of the concurrent modes")
 	rounds := fs.Int("rounds", 3, "measure every mode this many times, modes interleaved within each round; rows report the median and [min–max]")
@@ -70,7 +71,7 @@ func runBench(ctx context.Context, args []string) error {
 		}
 	}
 	if *peerName != "" {
-		return runPeer(ctx, peerFlags{name: *peerName, llamaServer: *llamaServer, altServer: *altServer, altLabel: *altLabel, cases: *peerCases, slots: *peerSlots,
+		return runPeer(ctx, peerFlags{name: *peerName, llamaServer: *llamaServer, altServer: *altServer, altLabel: *altLabel, cases: *peerCases, independent: *peerIndependent, slots: *peerSlots,
 			workload: *peerWorkload, states: *states, questions: *questions, gpuLayers: gpuLayersFor(*gpuLayers, llamacpp.Info().Devices), model: *modelPath, data: *data, jevbench: *jev, threads: *threads, rounds: *rounds, out: *out})
 	}
 	cfg := bench.Config{Model: *modelPath, PrefillModel: *prefill, Threads: *threads, States: *states, Questions: *questions,

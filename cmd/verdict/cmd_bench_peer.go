@@ -21,6 +21,7 @@ type peerFlags struct {
 	altServer, altLabel                           string
 	workload                                      string // jevbench or shape777
 	cases, slots, threads, rounds                 int
+	independent                                   int // states of the independent workload; 0: as the shared one
 	states, questions                             int // shape777's size
 	gpuLayers                                     int // --gpu-layers, resolved for this build's devices
 }
@@ -35,6 +36,8 @@ func runPeer(ctx context.Context, f peerFlags) error {
 		return fmt.Errorf("flag --llama-server: required with --peer llama-server (make llama-server prints it)")
 	case f.cases < 1:
 		return fmt.Errorf("flag --peer-cases: must be >= 1, got %d", f.cases)
+	case f.independent < 0:
+		return fmt.Errorf("flag --peer-independent: must be >= 0, got %d", f.independent)
 	case f.slots < 1:
 		return fmt.Errorf("flag --peer-slots: must be >= 1, got %d", f.slots)
 	case f.workload != "jevbench" && f.workload != "shape777":
@@ -59,13 +62,25 @@ func runPeer(ctx context.Context, f peerFlags) error {
 			return err
 		}
 	}
-	var cases [][]byte
+	var cases, independent [][]byte
 	if f.workload == "shape777" {
-		if cases, err = shape777Cases(f); err != nil {
+		if cases, err = shape777Cases(f, f.states); err != nil {
 			return err
 		}
-	} else if cases, err = readLines(f.jevbench, f.cases); err != nil {
-		return fmt.Errorf("flag --jevbench: %w", err)
+		if f.independent > 0 {
+			if independent, err = shape777Cases(f, f.independent); err != nil {
+				return err
+			}
+		}
+	} else {
+		if cases, err = readLines(f.jevbench, f.cases); err != nil {
+			return fmt.Errorf("flag --jevbench: %w", err)
+		}
+		if f.independent > 0 {
+			if independent, err = readLines(f.jevbench, f.independent); err != nil {
+				return fmt.Errorf("flag --jevbench: %w", err)
+			}
+		}
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -76,7 +91,7 @@ func runPeer(ctx context.Context, f peerFlags) error {
 		threads = llamacpp.Options{}.WithDefaults().Threads // the engine's default: physical cores
 	}
 	rep, err := peer.Run(ctx, peer.Config{Verdict: self, LlamaServer: f.llamaServer, AltLlamaServer: f.altServer, AltLabel: f.altLabel, Model: f.model, Threads: threads,
-		GPULayers: f.gpuLayers, Cases: cases, Rounds: f.rounds, Slots: f.slots, Log: os.Stderr})
+		GPULayers: f.gpuLayers, Cases: cases, IndependentCases: independent, Rounds: f.rounds, Slots: f.slots, Log: os.Stderr})
 	if err != nil {
 		return err
 	}
@@ -94,16 +109,16 @@ func runPeer(ctx context.Context, f peerFlags) error {
 	return nil
 }
 
-// shape777Cases is W1's shape-777 workload (f.states states of ~1,800
+// shape777Cases is W1's shape-777 workload (states states of ~1,800
 // tokens, f.questions questions each) as System One requests, sized with
 // the model's own tokenizer.
-func shape777Cases(f peerFlags) ([][]byte, error) {
+func shape777Cases(f peerFlags, states int) ([][]byte, error) {
 	e, err := llamacpp.New(llamacpp.Options{ModelPath: f.model, Threads: 1, GPULayers: 0, NoPrefixCache: true})
 	if err != nil {
 		return nil, err
 	}
 	defer e.Close()
-	return bench.Shape777Requests(e, f.states, f.questions, bench.Shape777StateTokens, bench.Shape777SuffixTokens)
+	return bench.Shape777Requests(e, states, f.questions, bench.Shape777StateTokens, bench.Shape777SuffixTokens)
 }
 
 // readLines returns up to n non-empty lines of path.

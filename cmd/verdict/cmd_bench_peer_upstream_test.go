@@ -35,12 +35,13 @@ func peerSetup(t *testing.T) (bin, server, model, out string) {
 // end to end against the real llama-server of the pinned llama.cpp (the
 // Makefile builds it and names it in VERDICT_LLAMA_SERVER) on the tiny
 // model: every mode scores every decision and reports the tokens it
-// evaluated. Speed is not asserted: that is what the benchmark is for.
+// evaluated; the independent workload has its own, larger set of states.
+// Speed is not asserted: that is what the benchmark is for.
 func TestBenchPeerAgainstLlamaServer(t *testing.T) {
 	bin, server, model, out := peerSetup(t)
 	cmd := exec.Command(bin, "bench", "--peer", "llama-server", "--llama-server", server, "--model", model,
 		"--jevbench", "../../../shared/data/jevbench-240/cases.jsonl", "--peer-cases", "2", "--peer-slots", "2",
-		"--rounds", "2", "--threads", "2", "--out", out,
+		"--peer-independent", "3", "--rounds", "2", "--threads", "2", "--out", out,
 		"--llama-server-alt", server, "--llama-server-alt-label", "same build") // the second build's modes, with the one at hand
 
 	text, err := cmd.CombinedOutput()
@@ -56,7 +57,7 @@ func TestBenchPeerAgainstLlamaServer(t *testing.T) {
 	require.Greater(t, rep.Decisions, 2)
 	require.Greater(t, rep.PeakPrefill, 0.0)
 	require.Greater(t, rep.MinimalTokens, int64(0))
-	require.Equal(t, 2, rep.Independent)
+	require.Equal(t, 3, rep.Independent)
 	require.Greater(t, rep.IndependentTokens, int64(0))
 	require.Len(t, rep.Modes, 9) // shared: 4 + the second build's; independent: 3 + its
 	for _, m := range rep.Modes {
@@ -107,6 +108,7 @@ func TestBenchPeerFlagErrors(t *testing.T) {
 		{[]string{"bench", "--peer", "llama-server"}, "flag --llama-server: required"},
 		{[]string{"bench", "--peer", "llama-server", "--llama-server", "/nonexistent/llama-server"}, "flag --llama-server"},
 		{[]string{"bench", "--peer", "llama-server", "--llama-server", bin, "--peer-cases", "0"}, "flag --peer-cases"},
+		{[]string{"bench", "--peer", "llama-server", "--llama-server", bin, "--peer-independent", "-1"}, "flag --peer-independent"},
 		{[]string{"bench", "--peer", "llama-server", "--llama-server", bin, "--llama-server-alt", "/nonexistent/llama-server"}, "flag --llama-server-alt"},
 		{[]string{"bench", "--peer", "llama-server", "--llama-server", bin, "--llama-server-alt", bin}, "flag --llama-server-alt-label: required"},
 		{[]string{"bench", "--peer", "llama-server", "--llama-server", bin, "--peer-workload", "w9"}, "flag --peer-workload"},
