@@ -219,9 +219,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			func() (int64, []time.Duration, error) { return c.verdictSemIf(ctx, vs.url, ws[1], all, cfg.Slots) },
 			func() (int64, []time.Duration, error) { return c.completions(ctx, one.url, ws[2], all, 1) },
 			func() (int64, []time.Duration, error) { return c.completions(ctx, many.url, ws[3], all, cfg.Slots) },
-			func() (int64, []time.Duration, error) { return c.verdictSemIf(ctx, vs.url, ws[4], ws[4].heads, cfg.Slots) },
+			func() (int64, []time.Duration, error) {
+				return c.verdictSemIf(ctx, vs.url, ws[4], ws[4].heads, cfg.Slots)
+			},
 			func() (int64, []time.Duration, error) { return c.completions(ctx, one.url, ws[5], ws[5].heads, 1) },
-			func() (int64, []time.Duration, error) { return c.completions(ctx, many.url, ws[6], ws[6].heads, cfg.Slots) },
+			func() (int64, []time.Duration, error) {
+				return c.completions(ctx, many.url, ws[6], ws[6].heads, cfg.Slots)
+			},
 		}
 		if alt != nil {
 			runs = append(runs,
