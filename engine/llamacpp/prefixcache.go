@@ -49,6 +49,32 @@ func newPrefixCache(kv kvSeqs, slots, maxTokens int, wholeOnly bool, log *slog.L
 	return &prefixCache{kv: kv, slots: slots, maxTokens: maxTokens, wholeOnly: wholeOnly, log: log}
 }
 
+// uncached is how many of head's tokens no entry holds: what acquiring
+// it now would prefill. The decode loop budgets sub-rounds with it.
+func (c *prefixCache) uncached(head []llama.Token) int {
+	_, n := c.longest(head)
+	return len(head) - n
+}
+
+// longest is the entry sharing the longest usable prefix with head, and
+// that prefix's length (nil, 0: none).
+func (c *prefixCache) longest(head []llama.Token) (*cacheEntry, int) {
+	var best *cacheEntry
+	bestN := 0
+	for _, ent := range c.entries {
+		n := commonPrefix(ent.tokens, head)
+		if c.wholeOnly && n < len(ent.tokens) {
+			// A recurrent state exists only at the entry's last token: an
+			// entry is reusable only when all of it is a prefix of head.
+			continue
+		}
+		if n > bestN {
+			best, bestN = ent, n
+		}
+	}
+	return best, bestN
+}
+
 // newRound starts a round of the decode loop (recency is counted in rounds).
 func (c *prefixCache) newRound() { c.round++ }
 
@@ -112,19 +138,7 @@ func (c *prefixCache) cut(seq, n int) {
 // copying from it would copy cells that do not exist yet, so flush runs
 // first.
 func (c *prefixCache) acquire(head []llama.Token, flush func() error) (seq, reuse int, err error) {
-	var best *cacheEntry
-	bestN := 0
-	for _, ent := range c.entries {
-		n := commonPrefix(ent.tokens, head)
-		if c.wholeOnly && n < len(ent.tokens) {
-			// A recurrent state exists only at the entry's last token: an
-			// entry is reusable only when all of it is a prefix of head.
-			continue
-		}
-		if n > bestN {
-			best, bestN = ent, n
-		}
-	}
+	best, bestN := c.longest(head)
 	if best != nil && bestN == len(head) {
 		// The whole head is cached (perhaps as the start of a longer
 		// prefix): branches copy [0, len(head)), so read it in place.

@@ -54,7 +54,7 @@ func (e *Engine) loop() {
 		if len(w.groups) == 0 {
 			continue
 		}
-		sub := w.take(e.opts.PrefixCacheSlots, e.opts.HeadBatchTokens)
+		sub := w.take(e.opts.PrefixCacheSlots, e.opts.HeadBatchTokens, e.cache.uncached)
 		e.runSubRoundSafe(sub)
 		for _, g := range sub {
 			for _, it := range g.items {
@@ -108,13 +108,19 @@ func (e *Engine) admit(w *waiting, j *job) {
 }
 
 // take removes the next sub-round from the front of the queue: at most
-// slots groups (the prefix-cache slots), whose heads together stay within
-// tokens (at least one group), so that the cells every decode attends
-// over stay few.
-func (w *waiting) take(slots, tokens int) []*group {
+// slots groups (the prefix-cache slots), whose heads' new tokens (what
+// newTokens says is not resident yet) together stay within tokens (at
+// least one group), so that the cells every decode attends over stay few.
+// A head already resident adds no cells, so questions on cached states
+// ride along with a fresh state's prefill.
+func (w *waiting) take(slots, tokens int, newTokens func([]llama.Token) int) []*group {
 	n, sum := 0, 0
-	for n < len(w.groups) && n < slots && (n == 0 || sum+len(w.groups[n].head) <= tokens) {
-		sum += len(w.groups[n].head)
+	for n < len(w.groups) && n < slots {
+		cost := newTokens(w.groups[n].head)
+		if n > 0 && sum+cost > tokens {
+			break
+		}
+		sum += cost
 		n++
 	}
 	sub := w.groups[:n:n]
@@ -457,7 +463,14 @@ func (e *Engine) prefill(heads [][]llama.Token, members [][]*item, b *branches) 
 		}
 	}
 	if e.batch.Len() > 0 {
-		b.pending = &pendingPrefill{live: live, settle: settle}
+		b.pending = &pendingPrefill{live: live, settle: settle, holds: func(seq int) bool {
+			for _, h := range inBatch {
+				if h.seq == seq {
+					return true
+				}
+			}
+			return false
+		}}
 	}
 	return headSeq, nil
 }
@@ -468,6 +481,7 @@ func (e *Engine) prefill(heads [][]llama.Token, members [][]*item, b *branches) 
 type pendingPrefill struct {
 	live   func() bool
 	settle func(decoded bool)
+	holds  func(seq int) bool // whether cache sequence seq has tokens in it
 }
 
 // maxFused bounds the branches one head's tokens go into as they are
@@ -608,11 +622,13 @@ func (e *Engine) decodeBranches(b *branches, headSeq []int, members [][]*item) e
 }
 
 // branch gives it a branch sequence holding its head, flushing the batch
-// first when no sequence is free, and always while prefill's last batch
-// is pending: the copy must find the head's cells decoded.
+// first when no sequence is free, and while prefill's pending batch holds
+// tokens of the head's sequence: the copy must find the head's cells
+// decoded. A head that was resident already (a cached state riding along
+// with a fresh one) is copied at once, and its tail joins that batch.
 func (b *branches) branch(it *item) error {
 	e := b.e
-	if b.pending != nil {
+	if b.pending != nil && b.pending.holds(b.headSeq[it]) {
 		if err := b.flush(); err != nil {
 			return err
 		}

@@ -206,6 +206,54 @@ func TestDistinctStatesShareASubRoundUpToTheHeadBudget(t *testing.T) {
 	}
 }
 
+// Heads already resident add no cells, so they do not count against the
+// head budget: on the CPU (512 head tokens a sub-round) new questions on
+// two cached ~300-token states ride along with a third, fresh state's
+// prefill — one decode call, where counting whole heads made three.
+func TestCachedStatesRideAlongWithAFreshPrefill(t *testing.T) {
+	t.Parallel()
+	// Room for the three suffixes in one call on either route (without
+	// flash attention the branch budget defaults to 256 tokens); the head
+	// budget is the CPU default.
+	e := newEngine(t, Options{BranchBatchTokens: 1024})
+	require.Equal(t, 512, e.opts.HeadBatchTokens)
+	var states []string
+	for _, seed := range []string{"Printer jam", "Refund due", "Login loop"} {
+		states = append(states, stateOf(t, e, seed, 300))
+	}
+	for _, st := range states[:2] { // cache two of them
+		require.NoError(t, scoreErr(e, []decision.Decision{routing("first", st)}))
+	}
+	again := func(id, st string) decision.Decision {
+		d := routing(id, st)
+		d.Question = "Which team should own this, given the history?"
+		return d
+	}
+	release := holdLoop(t, e, nil)
+	before := e.Stats().Batches + 1 // the warm-up's call, held
+	// Queue order: the fresh state first, then the cached ones.
+	ds := []decision.Decision{again("fresh", states[2]), again("cached-1", states[0]), again("cached-2", states[1])}
+	got := make([][]float64, len(ds))
+	errs := make(chan error, len(ds))
+	for i := range ds {
+		enqueue(t, e, func() {
+			rs, err := e.Score(context.Background(), ds[i:i+1])
+			if err == nil {
+				got[i] = rs[0].OptionLogits
+			}
+			errs <- err
+		})
+	}
+	require.NoError(t, release())
+	for range ds {
+		require.NoError(t, <-errs)
+	}
+	require.Equal(t, int64(1), e.Stats().Batches-before, "decode calls for one fresh state and two cached ones")
+	for i, d := range ds { // each as the whole prompt decoded alone
+		requireClose(t, reference(t, e, d), got[i], logitTol(1e-3), d.ID)
+	}
+}
+
 // holdLoop holds the decode loop in its first decode call (a warm-up
 // decision's) until the returned release is called, so that callers can
 // queue up behind it; release returns the warm-up's error. onDecode, when
