@@ -175,14 +175,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		wi, err := buildRound(cfg.IndependentCases, strconv.Itoa(r), family)
-		if err != nil {
-			return nil, fmt.Errorf("independent %w", err)
-		}
 		if r == 1 {
 			rep.Decisions = len(w.decisions)
 			if rep.MinimalTokens, err = c.minimalTokens(ctx, one.url, w); err != nil {
 				return nil, err
+			}
+			wi, err := buildRound(cfg.IndependentCases, strconv.Itoa(r), family)
+			if err != nil {
+				return nil, fmt.Errorf("independent %w", err)
 			}
 			rep.Independent = len(wi.heads)
 			for _, i := range wi.heads {
@@ -241,7 +241,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 			n := len(w.decisions)
 			if modes[i].Workload == "independent" {
-				n = len(wi.heads)
+				n = len(ws[i].heads)
 			}
 			modes[i].DecisionsPerSec = append(modes[i].DecisionsPerSec, float64(n)/time.Since(t0).Seconds())
 			modes[i].TokensEvaluated = append(modes[i].TokensEvaluated, tokens)

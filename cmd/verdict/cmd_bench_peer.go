@@ -62,24 +62,29 @@ func runPeer(ctx context.Context, f peerFlags) error {
 			return err
 		}
 	}
-	var cases, independent [][]byte
+	// load returns n states of the chosen workload.
+	load := func(n int) ([][]byte, error) {
+		if f.workload == "shape777" {
+			return shape777Cases(f, n)
+		}
+		lines, err := readLines(f.jevbench, n)
+		if err != nil {
+			return nil, fmt.Errorf("flag --jevbench: %w", err)
+		}
+		return lines, nil
+	}
+	shared := f.cases
 	if f.workload == "shape777" {
-		if cases, err = shape777Cases(f, f.states); err != nil {
+		shared = f.states
+	}
+	cases, err := load(shared)
+	if err != nil {
+		return err
+	}
+	var independent [][]byte
+	if f.independent > 0 {
+		if independent, err = load(f.independent); err != nil {
 			return err
-		}
-		if f.independent > 0 {
-			if independent, err = shape777Cases(f, f.independent); err != nil {
-				return err
-			}
-		}
-	} else {
-		if cases, err = readLines(f.jevbench, f.cases); err != nil {
-			return fmt.Errorf("flag --jevbench: %w", err)
-		}
-		if f.independent > 0 {
-			if independent, err = readLines(f.jevbench, f.independent); err != nil {
-				return fmt.Errorf("flag --jevbench: %w", err)
-			}
 		}
 	}
 	self, err := os.Executable()
