@@ -70,6 +70,11 @@ type Config struct {
 	BranchBatchTokens int
 	// PrefixCacheTokens is passed to the engine (0 = its default).
 	PrefixCacheTokens int
+	// PrefixCacheStore is passed to the engine ("" = its default).
+	PrefixCacheStore string
+	// Settle bounds the wait before each mode for the machine to be quiet
+	// (Quiet): 0 does not wait.
+	Settle time.Duration
 	// Debias adds a "parallel+debiasK" row to W1 and W2: the parallel mode
 	// with every decision scored under K option orders (0 or 1 = no row).
 	Debias int
@@ -130,7 +135,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// and each cached measurement gets a new engine so that it cannot
 	// reuse prefixes another mode left behind.
 	newEngine := func(noCache bool) (*llamacpp.Engine, error) {
-		return llamacpp.New(llamacpp.Options{ModelPath: cfg.Model, Threads: cfg.Threads, GPULayers: cfg.GPULayers, NoPrefixCache: noCache, FlashAttention: cfg.FlashAttention, BranchBatchTokens: cfg.BranchBatchTokens, PrefixCacheTokens: cfg.PrefixCacheTokens})
+		return llamacpp.New(llamacpp.Options{ModelPath: cfg.Model, Threads: cfg.Threads, GPULayers: cfg.GPULayers, NoPrefixCache: noCache, FlashAttention: cfg.FlashAttention, BranchBatchTokens: cfg.BranchBatchTokens, PrefixCacheTokens: cfg.PrefixCacheTokens, PrefixCacheStore: cfg.PrefixCacheStore})
 	}
 	fresh, err := newEngine(true)
 	if err != nil {
@@ -178,7 +183,7 @@ func runPrefill(ctx context.Context, cfg Config, rep *Report) error {
 	for i, th := range cfg.PrefillThreads {
 		modes[i] = func() (Row, error) { return prefillRow(ctx, cfg, th) }
 	}
-	samples, err := runRounds(cfg.Rounds, modes)
+	samples, err := runRounds(cfg.Rounds, cfg.Settle, modes)
 	if err != nil {
 		return err
 	}
@@ -280,6 +285,12 @@ func runGrouped(ctx context.Context, cfg Config, rep *Report, name string, group
 		},
 		cached("serial", func(sc engine.Scorer) ([]time.Duration, error) { return scoreOne(ctx, sc, all) }, plain),
 		cached("parallel", func(sc engine.Scorer) ([]time.Duration, error) { return scoreGroups(ctx, sc, groups) }, plain),
+		// Four conversations at a time, their questions taking turns (an
+		// agent backend's pattern): what the prefix cache keeps between
+		// uses decides whether each turn re-prefills its state.
+		cached(fmt.Sprintf("interleaved x%d", interleaveWidth), func(sc engine.Scorer) ([]time.Duration, error) {
+			return scoreOne(ctx, sc, Interleaved(groups, interleaveWidth))
+		}, plain),
 	}
 	if cfg.Debias >= 2 {
 		// The parallel mode again, each decision under cfg.Debias option
@@ -289,11 +300,12 @@ func runGrouped(ctx context.Context, cfg Config, rep *Report, name string, group
 			func(sc engine.Scorer) ([]time.Duration, error) { return scoreGroups(ctx, sc, groups) },
 			func(e *llamacpp.Engine) engine.Scorer { return tune.New(e, tune.Config{Debias: cfg.Debias}) }))
 	}
-	samples, err := runRounds(cfg.Rounds, modes)
+	samples, err := runRounds(cfg.Rounds, cfg.Settle, modes)
 	if err != nil {
 		return err
 	}
-	rep.Notes = append(rep.Notes, together(name+": a state's questions in one call (parallel) vs one at a time (serial)", samples[1], samples[2]))
+	rep.Notes = append(rep.Notes, together(name+": a state's questions in one call (parallel) vs one at a time (serial)", samples[1], samples[2]),
+		together(fmt.Sprintf("%s: %d states' questions taking turns (interleaved) vs state by state (serial)", name, interleaveWidth), samples[1], samples[3]))
 	minimal, ap, as := minimalTokens(fresh, groups)
 	finish(rep, minimal, ap, as, samples)
 	return nil
@@ -352,7 +364,7 @@ func runIndependent(ctx context.Context, cfg Config, rep *Report, fresh *llamacp
 			return row, err
 		})
 	}
-	samples, err := runRounds(cfg.Rounds, modes)
+	samples, err := runRounds(cfg.Rounds, cfg.Settle, modes)
 	if err != nil {
 		return err
 	}

@@ -56,8 +56,10 @@ func TestRunSmallConfig(t *testing.T) {
 	require.Contains(t, byName, "W3 independent/fresh")
 	require.Contains(t, byName, "W3 independent/parallel x2")
 	require.Contains(t, byName, "W3 independent/parallel x4")
+	require.Contains(t, byName, "W1 shape-777/interleaved x4")
 	if jev != "" {
 		require.Contains(t, byName, "W2 jevbench-240/parallel")
+		require.Contains(t, byName, "W2 jevbench-240/interleaved x4")
 	}
 	var buf bytes.Buffer
 	rep.WriteTable(&buf)
@@ -67,6 +69,7 @@ func TestRunSmallConfig(t *testing.T) {
 	require.Contains(t, buf.String(), "p95/p50")
 	// One together-vs-alone note per grouped workload and per caller count.
 	require.Contains(t, buf.String(), "W1 shape-777: a state's questions in one call (parallel) vs one at a time (serial): ")
+	require.Contains(t, buf.String(), "W1 shape-777: 4 states' questions taking turns (interleaved) vs state by state (serial): ")
 	require.Contains(t, buf.String(), "W3 2 callers at once vs one at a time: ")
 	require.Contains(t, buf.String(), "W3 4 callers at once vs one at a time: ")
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -101,17 +102,20 @@ func together(what string, alone, with sample) string {
 type sample []Row
 
 // runRounds measures every mode once per round, the modes interleaved
-// within each round.
-func runRounds(rounds int, modes []func() (Row, error)) ([]sample, error) {
+// within each round in Rotation's order, each after the machine is quiet
+// (at most settle).
+func runRounds(rounds int, settle time.Duration, modes []func() (Row, error)) ([]sample, error) {
 	out := make([]sample, len(modes))
-	for r := 0; r < rounds; r++ {
-		for i, m := range modes {
-			row, err := m()
-			if err != nil {
-				return nil, err
-			}
-			out[i] = append(out[i], row)
-		}
+	for i := range out {
+		out[i] = make(sample, rounds)
+	}
+	err := Interleave(context.Background(), rounds, len(modes), settle, nil, func(r, i int) error {
+		row, err := modes[i]()
+		out[i][r] = row
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -1,32 +1,42 @@
 package bench
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/verdict-dev/verdict/decision"
 )
 
-// TestRunRoundsInterleavesModes: every round runs every mode once, in
-// order, so that a slow stretch of a shared machine hits all modes.
+// TestRunRoundsInterleavesModes: every round runs every mode once, so
+// that a slow stretch of a shared machine hits all modes, and each round
+// starts one mode later, so that no mode always follows the same one.
 func TestRunRoundsInterleavesModes(t *testing.T) {
 	var order []int
 	mode := func(i int) func() (Row, error) {
 		return func() (Row, error) { order = append(order, i); return Row{DecisionsPerSec: float64(i + 1)}, nil }
 	}
-	samples, err := runRounds(3, []func() (Row, error){mode(0), mode(1), mode(2)})
+	samples, err := runRounds(3, 0, []func() (Row, error){mode(0), mode(1), mode(2)})
 	require.NoError(t, err)
-	require.Equal(t, []int{0, 1, 2, 0, 1, 2, 0, 1, 2}, order)
+	require.Equal(t, []int{0, 1, 2, 1, 2, 0, 2, 0, 1}, order)
 	require.Len(t, samples, 3)
-	for _, s := range samples {
+	for i, s := range samples {
 		require.Len(t, s, 3)
+		for _, row := range s {
+			require.Equal(t, float64(i+1), row.DecisionsPerSec, "mode %d's rows are its own", i)
+		}
 	}
 }
 
 func TestRunRoundsStopsAtTheFirstError(t *testing.T) {
 	calls := 0
 	boom := errors.New("boom")
-	_, err := runRounds(3, []func() (Row, error){
+	_, err := runRounds(3, 0, []func() (Row, error){
 		func() (Row, error) { calls++; return Row{}, nil },
 		func() (Row, error) { calls++; return Row{}, boom },
 	})
@@ -92,4 +102,49 @@ func TestTogetherNote(t *testing.T) {
 	require.Equal(t, "x: 1.00x [0.90–1.10] (not slower)", together("x", alone, mixed))
 	slow := sample{{DecisionsPerSec: 9}, {DecisionsPerSec: 8}, {DecisionsPerSec: 4}}
 	require.Equal(t, "x: 0.80x [0.80–0.90] (SLOWER in every round)", together("x", alone, slow))
+}
+
+// Quiet returns once the CPUs are idle, and no later than its bound while
+// they are busy.
+func TestQuietWaitsForIdleCPUsWithinItsBound(t *testing.T) {
+	if _, _, ok := cpuTimes(); !ok {
+		t.Skip("no /proc/stat")
+	}
+	stop := make(chan struct{})
+	for i := 0; i < runtime.NumCPU(); i++ {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}()
+	}
+	waited := Quiet(context.Background(), 600*time.Millisecond)
+	close(stop)
+	require.GreaterOrEqual(t, waited, 600*time.Millisecond, "busy CPUs: waits its whole bound")
+	require.Less(t, waited, 5*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.Less(t, Quiet(ctx, time.Minute), time.Second, "a done context ends the wait")
+}
+
+// Interleaved: within each run of k states, one question of each in turn;
+// every decision once.
+func TestInterleaved(t *testing.T) {
+	g := func(state string, n int) []decision.Decision {
+		var ds []decision.Decision
+		for i := 0; i < n; i++ {
+			ds = append(ds, decision.Decision{ID: fmt.Sprint(state, i)})
+		}
+		return ds
+	}
+	var ids []string
+	for _, d := range Interleaved([][]decision.Decision{g("a", 2), g("b", 3), g("c", 1), g("d", 2)}, 2) {
+		ids = append(ids, d.ID)
+	}
+	require.Equal(t, []string{"a0", "b0", "a1", "b1", "b2", "c0", "d0", "d1"}, ids)
+	require.Empty(t, Interleaved(nil, 4))
 }

@@ -67,6 +67,11 @@ type Config struct {
 	Timeout time.Duration
 	// Log receives progress and the servers' failures.
 	Log io.Writer
+	// VerdictArgs are further flags of `verdict serve` (engine settings).
+	VerdictArgs []string
+	// Settle bounds the wait before each mode for the machine to be quiet
+	// (bench.Quiet): 0 does not wait.
+	Settle time.Duration
 }
 
 // Mode is one system in one way of calling it, over all rounds.
@@ -123,8 +128,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.IndependentCases = cfg.Cases
 	}
 	th := strconv.Itoa(cfg.Threads)
-	vs, err := start(ctx, cfg, "verdict serve", cfg.Verdict, "/ping",
-		"serve", "--model", cfg.Model, "--threads", th, "--gpu-layers", strconv.Itoa(cfg.GPULayers), "--log-level", "warn", "--max-concurrent", strconv.Itoa(cfg.Slots), "--addr")
+	vargs := append([]string{"serve", "--model", cfg.Model, "--threads", th, "--gpu-layers", strconv.Itoa(cfg.GPULayers), "--log-level", "warn",
+		"--max-concurrent", strconv.Itoa(cfg.Slots)}, cfg.VerdictArgs...)
+	vs, err := start(ctx, cfg, "verdict serve", cfg.Verdict, "/ping", append(vargs, "--addr")...)
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +156,30 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		defer alt.stop()
 	}
 
+	// Each system is measured alone: the servers not under test are
+	// stopped (SIGSTOP), so that an idle one's threads (llama-server's
+	// OpenMP threads spin for seconds after a request; its slot loop
+	// wakes up every so often) take nothing from the one measured.
+	servers := []*server{vs, one, many}
+	if alt != nil {
+		servers = append(servers, alt)
+	}
+	only := func(target *server) error {
+		for _, s := range servers {
+			if s != target {
+				if err := s.pause(); err != nil {
+					return fmt.Errorf("%s: pause: %w", s.name, err)
+				}
+			}
+		}
+		if err := target.resume(); err != nil {
+			return fmt.Errorf("%s: resume: %w", target.name, err)
+		}
+		return nil
+	}
+	if err := only(one); err != nil {
+		return nil, err
+	}
 	c := &client{http: &http.Client{Timeout: cfg.Timeout}}
 	family, err := c.chatFamily(ctx, one.url)
 	if err != nil {
@@ -170,51 +200,62 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			&Mode{Name: "llama-server (" + cfg.AltLabel + ") 1 slot, a completion per question", Workload: "shared", Clients: 1},
 			&Mode{Name: "llama-server (" + cfg.AltLabel + ") 1 slot, a completion per decision", Workload: "independent", Clients: 1})
 	}
-	for r := 1; r <= cfg.Rounds; r++ {
-		w, err := buildRound(cfg.Cases, strconv.Itoa(r), family)
-		if err != nil {
-			return nil, err
+	// Each round's workloads and closures; every mode of every round gets
+	// its own states ("Round r.m."), so that no mode finds the states of
+	// an earlier one in a cache.
+	var w *round
+	var runs []func() (int64, []time.Duration, error)
+	var ws []*round
+	begin := func(r0 int) error {
+		r := r0 + 1
+		if err := only(one); err != nil {
+			return err
+		}
+		var err error
+		if w, err = buildRound(cfg.Cases, strconv.Itoa(r), family); err != nil {
+			return err
 		}
 		if r == 1 {
 			rep.Decisions = len(w.decisions)
 			if rep.MinimalTokens, err = c.minimalTokens(ctx, one.url, w); err != nil {
-				return nil, err
+				return err
 			}
 			wi, err := buildRound(cfg.IndependentCases, strconv.Itoa(r), family)
 			if err != nil {
-				return nil, fmt.Errorf("independent %w", err)
+				return fmt.Errorf("independent %w", err)
 			}
 			rep.Independent = len(wi.heads)
 			for _, i := range wi.heads {
 				n, err := c.tokens(ctx, one.url, wi.prompts[i].Text())
 				if err != nil {
-					return nil, err
+					return err
 				}
 				rep.IndependentTokens += int64(n)
 			}
 		}
+		if cfg.Settle > 0 {
+			bench.Quiet(ctx, cfg.Settle)
+		}
 		peak, err := c.peakPrefill(ctx, one.url, w)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		rep.PeakPrefill = max(rep.PeakPrefill, peak)
-		// Every mode gets its own states ("Round r.m."), so that no mode
-		// finds the states of an earlier one in a cache.
-		ws := make([]*round, len(modes))
+		ws = make([]*round, len(modes))
 		for i, m := range modes {
 			cases := cfg.Cases
 			if m.Workload == "independent" {
 				cases = cfg.IndependentCases
 			}
 			if ws[i], err = buildRound(cases, fmt.Sprintf("%d.%d", r, i+1), family); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		all := make([]int, len(w.decisions))
 		for i := range all {
 			all[i] = i
 		}
-		runs := []func() (int64, []time.Duration, error){
+		runs = []func() (int64, []time.Duration, error){
 			func() (int64, []time.Duration, error) { return c.verdictSystemOne(ctx, vs.url, ws[0], cfg.Slots) },
 			func() (int64, []time.Duration, error) { return c.verdictSemIf(ctx, vs.url, ws[1], all, cfg.Slots) },
 			func() (int64, []time.Duration, error) { return c.completions(ctx, one.url, ws[2], all, 1) },
@@ -232,23 +273,38 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				func() (int64, []time.Duration, error) { return c.completions(ctx, alt.url, ws[7], all, 1) },
 				func() (int64, []time.Duration, error) { return c.completions(ctx, alt.url, ws[8], ws[8].heads, 1) })
 		}
-		for i, run := range runs {
-			fmt.Fprintf(cfg.Log, "round %d: %s\n", r, modes[i].Name)
-			t0 := time.Now()
-			tokens, lat, err := run()
-			if err != nil {
-				return nil, fmt.Errorf("round %d, %s: %w", r, modes[i].Name, err)
-			}
-			n := len(w.decisions)
-			if modes[i].Workload == "independent" {
-				n = len(ws[i].heads)
-			}
-			modes[i].DecisionsPerSec = append(modes[i].DecisionsPerSec, float64(n)/time.Since(t0).Seconds())
-			modes[i].TokensEvaluated = append(modes[i].TokensEvaluated, tokens)
-			for _, l := range lat {
-				modes[i].LatencyMs = append(modes[i].LatencyMs, float64(l.Microseconds())/1000)
-			}
+		return nil
+	}
+	// The server each mode drives.
+	target := []*server{vs, vs, one, many, vs, one, many, alt, alt}
+	// Modes run in a rotated order each round, each with its server alone
+	// and once the machine is quiet.
+	err = bench.Interleave(ctx, cfg.Rounds, len(modes), 0, begin, func(r0, i int) error {
+		fmt.Fprintf(cfg.Log, "round %d: %s\n", r0+1, modes[i].Name)
+		if err := only(target[i]); err != nil {
+			return err
 		}
+		if cfg.Settle > 0 {
+			bench.Quiet(ctx, cfg.Settle)
+		}
+		t0 := time.Now()
+		tokens, lat, err := runs[i]()
+		if err != nil {
+			return fmt.Errorf("round %d, %s: %w", r0+1, modes[i].Name, err)
+		}
+		n := len(w.decisions)
+		if modes[i].Workload == "independent" {
+			n = len(ws[i].heads)
+		}
+		modes[i].DecisionsPerSec = append(modes[i].DecisionsPerSec, float64(n)/time.Since(t0).Seconds())
+		modes[i].TokensEvaluated = append(modes[i].TokensEvaluated, tokens)
+		for _, l := range lat {
+			modes[i].LatencyMs = append(modes[i].LatencyMs, float64(l.Microseconds())/1000)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	for _, m := range modes {
 		rep.Modes = append(rep.Modes, *m)
@@ -565,6 +621,7 @@ func start(ctx context.Context, cfg Config, name, bin, health string, args ...st
 }
 
 func (s *server) stop() {
+	_ = s.resume() // a stopped process would not handle the interrupt
 	_ = s.cmd.Process.Signal(os.Interrupt)
 	select {
 	case <-s.done:

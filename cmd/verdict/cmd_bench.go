@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/verdict-dev/verdict/bench"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
@@ -39,7 +40,8 @@ func runBench(ctx context.Context, args []string) error {
 	data := fs.String("data", ".verdict", "where synthetic models are cached")
 	flashAttn := fs.String("flash-attn", "auto", "flash attention: auto, on or off")
 	branchTokens := fs.Int("branch-batch", 0, "suffix tokens decoded together in one call (default: the engine's)")
-	cacheTokens := fs.Int("prefix-cache-tokens", 0, "tokens the prefix cache may hold (default: the engine's)")
+	cacheTokens := fs.Int("prefix-cache-tokens", 0, "tokens the prefix cache may hold (default: the engine's; with --peer, passed to verdict serve)")
+	cacheStore := fs.String("prefix-cache-store", "auto", "where the prefix cache keeps states between uses: auto, kv or host (the engine's --prefix-cache-store; with --peer, passed to verdict serve)")
 	gpuLayers := fs.Int("gpu-layers", -1, "layers to offload to a GPU: -1 = all when a GPU backend and device are present, 0 = CPU only")
 	quant := fs.String("quant", "", "also run W0 and W1 on the models quantized to these types, comma-separated ("+strings.Join(llamacpp.QuantTypeNames(), ",")+"; cached under --data/models)")
 	peerName := fs.String("peer", "", "compare with a peer server instead of running the workloads: llama-server (make bench-peer)")
@@ -50,7 +52,8 @@ func runBench(ctx context.Context, args []string) error {
 	peerIndependent := fs.Int("peer-independent", 0, "with --peer: states of the independent workload, each one's first question alone (0: as many as the shared workload has)")
 	peerWorkload := fs.String("peer-workload", "jevbench", "with --peer: jevbench (--peer-cases JevBench-240 states) or shape777 (W1's workload: --states states of ~1,800 tokens, --questions questions each)")
 	peerSlots := fs.Int("peer-slots", 4, "with --peer: llama-server's --parallel for its N-slot mode, and the concurrent clients of the concurrent modes")
-	rounds := fs.Int("rounds", 3, "measure every mode this many times, modes interleaved within each round; rows report the median and [min–max]")
+	rounds := fs.Int("rounds", 3, "measure every mode this many times, modes interleaved within each round (each round starting one mode later); rows report the median and [min–max]")
+	settle := fs.Duration("settle", 5*time.Second, "before each mode, wait up to this long for the CPUs to be quiet (90% idle over 200 ms), so that threads still spinning after the last mode do not slow the next (0 = no wait)")
 	debias := fs.Int("debias", 4, "W1, W2: add a row scoring every decision under this many option orders (0 = no row)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -60,6 +63,9 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	if *rounds < 1 {
 		return fmt.Errorf("flag --rounds: must be >= 1, got %d", *rounds)
+	}
+	if *settle < 0 {
+		return fmt.Errorf("flag --settle: must be >= 0, got %v", *settle)
 	}
 	var quants []string
 	for _, q := range strings.Split(*quant, ",") {
@@ -72,10 +78,10 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	if *peerName != "" {
 		return runPeer(ctx, peerFlags{name: *peerName, llamaServer: *llamaServer, altServer: *altServer, altLabel: *altLabel, cases: *peerCases, independent: *peerIndependent, slots: *peerSlots,
-			workload: *peerWorkload, states: *states, questions: *questions, gpuLayers: gpuLayersFor(*gpuLayers, llamacpp.Info().Devices), model: *modelPath, data: *data, jevbench: *jev, threads: *threads, rounds: *rounds, out: *out})
+			workload: *peerWorkload, states: *states, questions: *questions, gpuLayers: gpuLayersFor(*gpuLayers, llamacpp.Info().Devices), model: *modelPath, data: *data, jevbench: *jev, threads: *threads, rounds: *rounds, out: *out, cacheTokens: *cacheTokens, cacheStore: *cacheStore, settle: *settle})
 	}
 	cfg := bench.Config{Model: *modelPath, PrefillModel: *prefill, Threads: *threads, States: *states, Questions: *questions,
-		JevBench: *jev, JevLimit: *limit, Independent: *indep, IndependentTokens: *indepTokens, FlashAttention: *flashAttn, BranchBatchTokens: *branchTokens, PrefixCacheTokens: *cacheTokens, Debias: *debias, Rounds: *rounds, GPULayers: gpuLayersFor(*gpuLayers, llamacpp.Info().Devices), Log: os.Stderr}
+		JevBench: *jev, JevLimit: *limit, Independent: *indep, IndependentTokens: *indepTokens, FlashAttention: *flashAttn, BranchBatchTokens: *branchTokens, PrefixCacheTokens: *cacheTokens, PrefixCacheStore: *cacheStore, Settle: *settle, Debias: *debias, Rounds: *rounds, GPULayers: gpuLayersFor(*gpuLayers, llamacpp.Info().Devices), Log: os.Stderr}
 	for _, w := range strings.Split(*workloads, ",") {
 		if w = strings.TrimSpace(w); w != "" {
 			cfg.Workloads = append(cfg.Workloads, w)
@@ -148,5 +154,5 @@ func runBench(ctx context.Context, args []string) error {
 			fmt.Fprintf(os.Stderr, "report written to %s\n", *out)
 		}
 	}
-	return err
+	return engineFlagError(err)
 }

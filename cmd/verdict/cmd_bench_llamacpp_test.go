@@ -22,6 +22,7 @@ func TestBenchFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"--data", data, "--quant", "Q8_0,,q4"}, `flag --quant: unknown type "q4"`},
 		{[]string{"--data", data, "--prefill-threads", "0"}, "flag --prefill-threads"},
 		{[]string{"--data", data, "--rounds", "0"}, "flag --rounds"},
+		{[]string{"--data", data, "--settle", "-1s"}, "flag --settle"},
 	} {
 		require.ErrorContains(t, runBench(context.Background(), tc.args), tc.want, "%v", tc.args)
 	}

@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/verdict-dev/verdict/bench"
 	"github.com/verdict-dev/verdict/bench/peer"
@@ -21,9 +23,12 @@ type peerFlags struct {
 	altServer, altLabel                           string
 	workload                                      string // jevbench or shape777
 	cases, slots, threads, rounds                 int
-	independent                                   int // states of the independent workload; 0: as the shared one
-	states, questions                             int // shape777's size
-	gpuLayers                                     int // --gpu-layers, resolved for this build's devices
+	independent                                   int    // states of the independent workload; 0: as the shared one
+	states, questions                             int    // shape777's size
+	gpuLayers                                     int    // --gpu-layers, resolved for this build's devices
+	cacheTokens                                   int    // --prefix-cache-tokens for verdict serve (0: its default)
+	cacheStore                                    string // --prefix-cache-store for verdict serve
+	settle                                        time.Duration
 }
 
 // runPeer compares `verdict serve` with llama-server on the same model
@@ -96,7 +101,8 @@ func runPeer(ctx context.Context, f peerFlags) error {
 		threads = llamacpp.Options{}.WithDefaults().Threads // the engine's default: physical cores
 	}
 	rep, err := peer.Run(ctx, peer.Config{Verdict: self, LlamaServer: f.llamaServer, AltLlamaServer: f.altServer, AltLabel: f.altLabel, Model: f.model, Threads: threads,
-		GPULayers: f.gpuLayers, Cases: cases, IndependentCases: independent, Rounds: f.rounds, Slots: f.slots, Log: os.Stderr})
+		GPULayers: f.gpuLayers, Cases: cases, IndependentCases: independent, Rounds: f.rounds, Slots: f.slots, Log: os.Stderr,
+		Settle: f.settle, VerdictArgs: []string{"--prefix-cache-tokens", strconv.Itoa(f.cacheTokens), "--prefix-cache-store", f.cacheStore}})
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ func TestBenchPeerAgainstLlamaServer(t *testing.T) {
 	bin, server, model, out := peerSetup(t)
 	cmd := exec.Command(bin, "bench", "--peer", "llama-server", "--llama-server", server, "--model", model,
 		"--jevbench", "../../../shared/data/jevbench-240/cases.jsonl", "--peer-cases", "2", "--peer-slots", "2",
-		"--peer-independent", "3", "--rounds", "2", "--threads", "2", "--out", out,
+		"--peer-independent", "3", "--rounds", "2", "--threads", "2", "--out", out, "--settle", "1s",
 		"--llama-server-alt", server, "--llama-server-alt-label", "same build") // the second build's modes, with the one at hand
 
 	text, err := cmd.CombinedOutput()
@@ -49,6 +49,15 @@ func TestBenchPeerAgainstLlamaServer(t *testing.T) {
 	require.Contains(t, string(text), "shared: verdict's best / llama-server's best")
 	require.Contains(t, string(text), "independent: verdict / llama-server's best")
 	require.Contains(t, string(text), "llama-server (same build) 1 slot")
+	var round2 []string
+	for _, l := range strings.Split(string(text), "\n") {
+		if m, ok := strings.CutPrefix(l, "round 2: "); ok {
+			round2 = append(round2, m)
+		}
+	}
+	require.Len(t, round2, 9)
+	require.Equal(t, "verdict SemIf, a request per decision", round2[0], "round 2 starts with the second mode")
+	require.Equal(t, "verdict System One, a request per state", round2[8], "and ends with the first")
 	b, err := os.ReadFile(out)
 	require.NoError(t, err)
 	var rep peer.Report

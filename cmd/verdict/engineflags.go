@@ -34,6 +34,7 @@ type engineFlags struct {
 	flashAttn   string
 	branchBatch int
 	cacheTokens int
+	cacheStore  string
 	recurrentMB int
 	calibration string
 	debias      int
@@ -58,7 +59,8 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&e.noMmap, "no-mmap", false, "read the model into memory instead of mapping it")
 	fs.StringVar(&e.flashAttn, "flash-attn", "auto", "flash attention: auto, on or off")
 	fs.IntVar(&e.branchBatch, "branch-batch", 0, "question-suffix tokens decoded together in one call (default: --batch)")
-	fs.IntVar(&e.cacheTokens, "prefix-cache-tokens", 0, "tokens of recent state prefixes kept in the KV cache for reuse; every decode scans the cells they hold (default: 1024 on the CPU, ctx/2 on a GPU)")
+	fs.IntVar(&e.cacheTokens, "prefix-cache-tokens", 0, "tokens of recent state prefixes kept for reuse (default: ctx/2; 1024 on the CPU with --prefix-cache-store kv, where every decode scans the cells they hold)")
+	fs.StringVar(&e.cacheStore, "prefix-cache-store", "auto", "where cached state prefixes wait between uses: kv (resident in the KV cache), host (saved to memory and restored on a hit, so no decode attends over cells it does not need; not for hybrid/recurrent models) or auto (host on the CPU for models without recurrent layers, else kv)")
 }
 
 // modelPath returns the model to load: --model, else the first .gguf
@@ -109,7 +111,7 @@ func (e *engineFlags) options(path string) llamacpp.Options {
 		ModelPath: path, SHA256: e.sha256, GPULayers: gpuLayersFor(e.gpuLayers, llamacpp.Info().Devices), NoMmap: e.noMmap,
 		Threads: e.threads, ContextSize: e.ctx, BatchSize: e.batch, UBatchSize: e.ubatch,
 		MaxSequences: e.seqMax, MaxPending: e.maxPending, Temperature: 1, FlashAttention: e.flashAttn, BranchBatchTokens: e.branchBatch,
-		PrefixCacheTokens: e.cacheTokens, RecurrentMemory: int64(e.recurrentMB) << 20,
+		PrefixCacheTokens: e.cacheTokens, PrefixCacheStore: e.cacheStore, RecurrentMemory: int64(e.recurrentMB) << 20,
 	}
 }
 
@@ -182,5 +184,26 @@ func (e *engineFlags) open(defaultDir string) (*llamacpp.Engine, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("flag --model: %v", err)
 	}
-	return llamacpp.New(e.options(path))
+	eng, err := llamacpp.New(e.options(path))
+	return eng, engineFlagError(err)
+}
+
+// optionFlags names the flag that sets each engine option, for errors.
+var optionFlags = map[string]string{
+	"ModelPath": "model", "Threads": "threads", "ContextSize": "ctx", "BatchSize": "batch", "UBatchSize": "ubatch",
+	"MaxSequences": "seq-max", "MaxPending": "max-pending", "FlashAttention": "flash-attn", "BranchBatchTokens": "branch-batch",
+	"PrefixCacheTokens": "prefix-cache-tokens", "PrefixCacheStore": "prefix-cache-store", "GPULayers": "gpu-layers",
+	"Temperature": "temperature", "RecurrentMemory": "recurrent-memory-mib",
+}
+
+// engineFlagError turns the engine's refusal of an option into an error
+// naming the flag that set it (options with no flag keep their name).
+func engineFlagError(err error) error {
+	var oe *llamacpp.OptionError
+	if errors.As(err, &oe) {
+		if name, ok := optionFlags[oe.Field]; ok {
+			return fmt.Errorf("flag --%s: %s", name, oe.Problem)
+		}
+	}
+	return err
 }

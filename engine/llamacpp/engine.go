@@ -47,6 +47,7 @@ type Engine struct {
 
 	stats struct {
 		decisions, batches, submitted, evaluated, hits, misses, saved, decodeNs, busy atomic.Int64
+		hostBytes, moveNs                                                             atomic.Int64
 	}
 
 	// Owned by the decode loop.
@@ -129,11 +130,12 @@ func New(opts Options) (*Engine, error) {
 		}
 		if given.MaxSequences == 0 {
 			given.MaxSequences = sequencesFor(stateBytes, opts.RecurrentMemory)
-			opts = given.withDefaults()
-			if err := opts.validate(); err != nil {
-				m.Free()
-				return nil, err
-			}
+		}
+		given.recurrentModel = true
+		opts = given.withDefaults()
+		if err := opts.validate(); err != nil {
+			m.Free()
+			return nil, err
 		}
 	}
 	lctx, err := llama.NewContext(m, llama.ContextParams{NCtx: opts.ContextSize, NBatch: opts.BatchSize, NUBatch: opts.UBatchSize,
@@ -153,7 +155,7 @@ func New(opts Options) (*Engine, error) {
 	e := &Engine{
 		opts: opts, model: m, lctx: lctx, batch: batch, recurrent: recurrent,
 		jobs: make(chan *job, opts.MaxPending), quit: make(chan struct{}), done: make(chan struct{}),
-		cache: newPrefixCache(lctx, opts.PrefixCacheSlots, opts.PrefixCacheTokens, recurrent, slog.Default()),
+		cache: newPrefixCache(lctx, opts.PrefixCacheSlots, opts.PrefixCacheTokens, recurrent, opts.PrefixCacheStore == "host", slog.Default()),
 	}
 	e.family = engine.DetectChat(m.ChatTemplate())
 	if !e.specialsOK(engine.ChatSpecials(e.family)) {
@@ -181,7 +183,7 @@ func New(opts Options) (*Engine, error) {
 		"backend", e.identity.Backend, "devices", deviceNames(build.Devices), "cpu_features", build.CPUFeatures,
 		"n_ctx", lctx.NCtx(), "n_batch", lctx.NBatch(), "n_seq_max", lctx.NSeqMax(), "seq_state_bytes", stateBytes,
 		"threads", opts.Threads, "flash_attn", opts.FlashAttention,
-		"prefix_cache_tokens", opts.PrefixCacheTokens, "branch_batch", opts.BranchBatchTokens, "head_batch", opts.HeadBatchTokens)
+		"prefix_cache_tokens", opts.PrefixCacheTokens, "prefix_cache_store", opts.PrefixCacheStore, "branch_batch", opts.BranchBatchTokens, "head_batch", opts.HeadBatchTokens)
 	go e.loop()
 	return e, nil
 }
@@ -278,6 +280,7 @@ func (e *Engine) Stats() Stats {
 		Decisions: s.decisions.Load(), Batches: s.batches.Load(), TokensSubmitted: s.submitted.Load(),
 		TokensEvaluated: s.evaluated.Load(), PrefixHits: s.hits.Load(), PrefixMisses: s.misses.Load(),
 		TokensSaved: s.saved.Load(), DecodeNanos: s.decodeNs.Load(), Pending: e.pending.Load(), Busy: s.busy.Load(),
+		CacheHostBytes: s.hostBytes.Load(), CacheMoveNanos: s.moveNs.Load(),
 	}
 }
 

@@ -47,10 +47,17 @@ type Options struct {
 	// cache between requests; it must leave at least 2 of MaxSequences for
 	// branches. Defaults to 16, or MaxSequences/2 when that is less.
 	PrefixCacheSlots int
-	// PrefixCacheTokens bounds the tokens held by resident prefixes; the
-	// least recently used are evicted beyond it. Defaults to ContextSize/2
-	// with GPU offload, else (the CPU) min(1024, ContextSize/2).
+	// PrefixCacheTokens bounds the tokens held by cached prefixes; the
+	// least recently used are evicted beyond it. Defaults to ContextSize/2,
+	// except on the CPU with the kv store: min(1024, ContextSize/2).
 	PrefixCacheTokens int
+	// PrefixCacheStore is where cached prefixes wait between the
+	// sub-rounds that use them: "kv" (resident in the KV memory), "host"
+	// (saved to host memory and restored on a hit, so that no decode
+	// attends over cells it does not need; not for recurrent or hybrid
+	// models) or "auto": host on the CPU (GPULayers 0) for models without
+	// recurrent layers, else kv. Defaults to "auto".
+	PrefixCacheStore string
 	// FlashAttention is "on", "off" or "auto": on with GPU offload; on the
 	// CPU (GPULayers 0), what was measured faster for the route's
 	// llama.cpp (cpuFlashAttention). Defaults to "auto".
@@ -77,6 +84,10 @@ type Options struct {
 	// in from callers ahead of its sub-rounds; later ones wait, in order,
 	// for room. Defaults to 256.
 	MaxRoundDecisions int
+
+	// recurrentModel is set by New once the model is loaded: defaults and
+	// checks that depend on recurrent layers follow it.
+	recurrentModel bool
 }
 
 func (o Options) withDefaults() Options {
@@ -112,8 +123,20 @@ func (o Options) withDefaults() Options {
 		def(&o.BranchBatchTokens, min(256, o.BatchSize))
 	}
 	def(&o.BranchBatchTokens, o.BatchSize)
+	// Resident cells are what costs the CPU: there, cached prefixes wait
+	// in host memory between the sub-rounds that use them (restoring one
+	// copies a few MB; a decode attending over it takes seconds), or, in
+	// the KV memory, fewer are kept.
+	if o.PrefixCacheStore == "" || o.PrefixCacheStore == "auto" {
+		o.PrefixCacheStore = "kv"
+		if o.GPULayers == 0 && !o.recurrentModel {
+			o.PrefixCacheStore = "host"
+		}
+	}
 	if o.GPULayers == 0 {
-		def(&o.PrefixCacheTokens, min(1024, o.ContextSize/2))
+		if o.PrefixCacheStore == "kv" {
+			def(&o.PrefixCacheTokens, min(1024, o.ContextSize/2))
+		}
 		def(&o.HeadBatchTokens, o.UBatchSize)
 	}
 	def(&o.PrefixCacheTokens, o.ContextSize/2)
@@ -134,48 +157,65 @@ func (o Options) withDefaults() Options {
 // kernels are 9% slower with it for prefill, so there it stays off.
 func cpuFlashAttention(route string) bool { return route == RouteUpstream }
 
+// OptionError is an option given out of range: Field is its name in
+// Options, Problem what is wrong with the value. Commands map Field to
+// their flag (one table, cmd/verdict's engineFlags).
+type OptionError struct {
+	Field, Problem string
+}
+
+func (e *OptionError) Error() string { return "llamacpp: Options." + e.Field + " " + e.Problem }
+
+func optionErr(field, format string, args ...any) error {
+	return &OptionError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
 // validate names the first bad field of options with defaults filled in
 // (defaults only replace zero values, so every value it refuses was given).
 func (o Options) validate() error {
 	switch {
 	case o.ModelPath == "":
-		return fmt.Errorf("llamacpp: Options.ModelPath is required")
+		return optionErr("ModelPath", "is required")
 	case o.Threads < 1:
-		return fmt.Errorf("llamacpp: Options.Threads must be >= 1, got %d", o.Threads)
+		return optionErr("Threads", "must be >= 1, got %d", o.Threads)
 	case o.ContextSize < 64:
-		return fmt.Errorf("llamacpp: Options.ContextSize must be >= 64, got %d", o.ContextSize)
+		return optionErr("ContextSize", "must be >= 64, got %d", o.ContextSize)
 	case o.BatchSize < 1:
-		return fmt.Errorf("llamacpp: Options.BatchSize must be >= 1, got %d", o.BatchSize)
+		return optionErr("BatchSize", "must be >= 1, got %d", o.BatchSize)
 	case o.UBatchSize < 1 || o.UBatchSize > o.BatchSize:
-		return fmt.Errorf("llamacpp: Options.UBatchSize must be 1..BatchSize (%d), got %d", o.BatchSize, o.UBatchSize)
+		return optionErr("UBatchSize", "must be 1..BatchSize (%d), got %d", o.BatchSize, o.UBatchSize)
 	case o.MaxSequences < 3 || o.MaxSequences > 256:
-		return fmt.Errorf("llamacpp: Options.MaxSequences must be 3..256, got %d", o.MaxSequences)
+		return optionErr("MaxSequences", "must be 3..256, got %d", o.MaxSequences)
 	case o.BatchSize < o.MaxSequences:
 		// llama.cpp (upstream) reserves an output row per sequence within
 		// n_batch and aborts the process when they do not fit.
-		return fmt.Errorf("llamacpp: Options.BatchSize must be >= MaxSequences (%d), got %d", o.MaxSequences, o.BatchSize)
+		return optionErr("BatchSize", "must be >= MaxSequences (%d), got %d", o.MaxSequences, o.BatchSize)
 	case o.ContextSize < o.MaxSequences:
-		return fmt.Errorf("llamacpp: Options.ContextSize must be >= MaxSequences (%d) (n_batch is at most n_ctx), got %d", o.MaxSequences, o.ContextSize)
+		return optionErr("ContextSize", "must be >= MaxSequences (%d) (n_batch is at most n_ctx), got %d", o.MaxSequences, o.ContextSize)
 	case o.PrefixCacheSlots < 1 || o.PrefixCacheSlots > o.MaxSequences-2:
-		return fmt.Errorf("llamacpp: Options.PrefixCacheSlots must be 1..MaxSequences-2 (%d), leaving 2 branch sequences, got %d", o.MaxSequences-2, o.PrefixCacheSlots)
+		return optionErr("PrefixCacheSlots", "must be 1..MaxSequences-2 (%d), leaving 2 branch sequences, got %d", o.MaxSequences-2, o.PrefixCacheSlots)
 	case o.PrefixCacheTokens < 0:
-		return fmt.Errorf("llamacpp: Options.PrefixCacheTokens must be >= 0, got %d", o.PrefixCacheTokens)
+		return optionErr("PrefixCacheTokens", "must be >= 0, got %d", o.PrefixCacheTokens)
 	case o.HeadBatchTokens < 1:
-		return fmt.Errorf("llamacpp: Options.HeadBatchTokens must be >= 1, got %d", o.HeadBatchTokens)
+		return optionErr("HeadBatchTokens", "must be >= 1, got %d", o.HeadBatchTokens)
 	case o.BranchBatchTokens < 1 || o.BranchBatchTokens > o.BatchSize:
-		return fmt.Errorf("llamacpp: Options.BranchBatchTokens must be 1..BatchSize (%d), got %d", o.BatchSize, o.BranchBatchTokens)
+		return optionErr("BranchBatchTokens", "must be 1..BatchSize (%d), got %d", o.BatchSize, o.BranchBatchTokens)
 	case o.MaxRoundDecisions < 1:
-		return fmt.Errorf("llamacpp: Options.MaxRoundDecisions must be >= 1, got %d", o.MaxRoundDecisions)
+		return optionErr("MaxRoundDecisions", "must be >= 1, got %d", o.MaxRoundDecisions)
 	case o.RecurrentMemory < 0:
-		return fmt.Errorf("llamacpp: Options.RecurrentMemory must be > 0, got %d", o.RecurrentMemory)
+		return optionErr("RecurrentMemory", "must be > 0, got %d", o.RecurrentMemory)
 	case o.MaxPending < 1:
-		return fmt.Errorf("llamacpp: Options.MaxPending must be >= 1, got %d", o.MaxPending)
+		return optionErr("MaxPending", "must be >= 1, got %d", o.MaxPending)
+	case o.PrefixCacheStore != "kv" && o.PrefixCacheStore != "host":
+		return optionErr("PrefixCacheStore", "must be auto, kv or host, got %q", o.PrefixCacheStore)
+	case o.PrefixCacheStore == "host" && o.recurrentModel:
+		return optionErr("PrefixCacheStore", "host is not for models with recurrent layers (a recurrent state cannot be restored into a shared KV memory safely); use kv or auto")
 	case o.FlashAttention != "" && o.FlashAttention != "auto" && o.FlashAttention != "on" && o.FlashAttention != "off":
-		return fmt.Errorf("llamacpp: Options.FlashAttention must be auto, on or off, got %q", o.FlashAttention)
+		return optionErr("FlashAttention", "must be auto, on or off, got %q", o.FlashAttention)
 	case o.GPULayers < -1:
-		return fmt.Errorf("llamacpp: Options.GPULayers must be -1 (all) or >= 0, got %d", o.GPULayers)
+		return optionErr("GPULayers", "must be -1 (all) or >= 0, got %d", o.GPULayers)
 	case o.Temperature < 0 || math.IsNaN(o.Temperature) || math.IsInf(o.Temperature, 0):
-		return fmt.Errorf("llamacpp: Options.Temperature must be a finite number > 0, got %v", o.Temperature)
+		return optionErr("Temperature", "must be a finite number > 0, got %v", o.Temperature)
 	}
 	return nil
 }

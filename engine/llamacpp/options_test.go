@@ -38,6 +38,10 @@ func TestOptionsRefuseValuesOutOfRange(t *testing.T) {
 		{"negative recurrent memory", Options{RecurrentMemory: -1}, "Options.RecurrentMemory"},
 		{"negative pending", Options{MaxPending: -5}, "Options.MaxPending"},
 		{"unknown flash attention", Options{FlashAttention: "sometimes"}, "Options.FlashAttention"},
+		{"unknown cache store", Options{PrefixCacheStore: "disk"}, "Options.PrefixCacheStore"},
+		{"host store for a recurrent model", Options{PrefixCacheStore: "host", recurrentModel: true}, "Options.PrefixCacheStore"},
+		{"kv store for a recurrent model", Options{PrefixCacheStore: "kv", recurrentModel: true}, ""},
+		{"host store on a GPU", Options{PrefixCacheStore: "host", GPULayers: -1}, ""},
 		{"gpu layers below -1", Options{GPULayers: -2}, "Options.GPULayers"},
 		{"negative temperature", Options{Temperature: -1}, "Options.Temperature"},
 		{"NaN temperature", Options{Temperature: math.NaN()}, "Options.Temperature"},
@@ -73,7 +77,8 @@ func TestOptionsDefaultsOnlyForUnset(t *testing.T) {
 	require.Equal(t, 16, d.PrefixCacheSlots)
 	require.Equal(t, "off", d.FlashAttention)
 	require.Equal(t, 256, d.BranchBatchTokens)
-	require.Equal(t, 1024, d.PrefixCacheTokens)
+	require.Equal(t, "host", d.PrefixCacheStore, "the CPU: cached states wait in host memory")
+	require.Equal(t, 4096, d.PrefixCacheTokens, "the host store: ctx/2")
 	require.Equal(t, 1.0, d.Temperature)
 	require.Equal(t, int64(1<<30), d.RecurrentMemory)
 
@@ -89,13 +94,19 @@ func TestOptionsDefaultsOnlyForUnset(t *testing.T) {
 	require.Equal(t, "on", on.FlashAttention)
 	require.Equal(t, 2048, on.BranchBatchTokens)
 	require.Equal(t, 4096, on.PrefixCacheTokens, "a GPU: ctx/2 resident")
+	require.Equal(t, "kv", on.PrefixCacheStore, "a GPU: resident in the KV cache")
+	require.Equal(t, "kv", Options{recurrentModel: true}.withDefaults().PrefixCacheStore, "recurrent layers: the KV store")
 	cpuOn := Options{FlashAttention: "on"}.withDefaults()
 	require.Equal(t, 2048, cpuOn.BranchBatchTokens)
-	require.Equal(t, 1024, cpuOn.PrefixCacheTokens, "the CPU, flash attention or not: 1,024 resident")
+	require.Equal(t, 4096, cpuOn.PrefixCacheTokens)
+	cpuKV := Options{FlashAttention: "on", PrefixCacheStore: "kv"}.withDefaults()
+	require.Equal(t, 1024, cpuKV.PrefixCacheTokens, "the CPU with the KV store, flash attention or not: 1,024 resident")
+	require.Equal(t, 1024, Options{FlashAttention: "off", PrefixCacheStore: "kv"}.withDefaults().PrefixCacheTokens)
 	require.Equal(t, 512, cpuOn.HeadBatchTokens, "the CPU: one micro-batch of distinct states per sub-round")
 	require.Equal(t, 2048, on.HeadBatchTokens, "a GPU: the branch budget")
 	require.Equal(t, 100, Options{HeadBatchTokens: 100}.withDefaults().HeadBatchTokens, "given kept")
 	require.Equal(t, 300, Options{ContextSize: 600}.withDefaults().PrefixCacheTokens, "never above ctx/2")
+	require.Equal(t, 300, Options{ContextSize: 600, PrefixCacheStore: "kv"}.withDefaults().PrefixCacheTokens, "never above ctx/2")
 }
 
 // Flash attention widens the drift between paths; the plain path adds none.

@@ -2,6 +2,7 @@ package llamacpp
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
 )
@@ -15,38 +16,55 @@ type kvSeqs interface {
 	// SeqRemove removes the cells of seq in [p0, p1). A recurrent memory
 	// refuses to cut a sequence short.
 	SeqRemove(seq, p0, p1 int) error
+	// SeqSave serializes seq's cells (into buf when it is large enough).
+	SeqSave(seq int, buf []byte) ([]byte, error)
+	// SeqRestore puts cells SeqSave made back into seq; it fails when the
+	// memory has no room.
+	SeqRestore(seq int, data []byte) error
 }
 
-// prefixCache keeps state prefixes resident in the KV memory between
-// requests, one per sequence id in [0, slots), so that a later request
-// about the same state (or one that starts the same way) decodes only what
-// is new. Entries are evicted least recently used beyond slots or
-// maxTokens. It belongs to the decode loop: not safe for concurrent use.
+// prefixCache keeps state prefixes between requests, one per sequence id
+// in [0, slots), so that a later request about the same state (or one that
+// starts the same way) decodes only what is new. Entries are evicted least
+// recently used beyond slots or maxTokens. It belongs to the decode loop:
+// not safe for concurrent use.
+//
+// With the KV store every entry stays resident in the KV memory. With the
+// host store (offload) an entry's cells are resident only while a
+// sub-round uses it: offload saves them to host memory and frees them,
+// and acquire restores them (a copy of a few MB, against seconds of
+// prefill), so that between sub-rounds the KV memory is empty and no
+// decode attends over cells that it does not need (on the CPU every
+// resident cell costs each micro-batch a mask scan per head and layer).
 type prefixCache struct {
 	kv        kvSeqs
 	slots     int  // sequence ids 0..slots-1 hold entries
 	maxTokens int  // bound on the tokens of all entries
 	wholeOnly bool // recurrent memory: an entry is reusable only whole
+	offload   bool // host store: entries leave the KV memory between sub-rounds
 	log       *slog.Logger
 	round     int64 // the decode loop's round, for recency
 	entries   []*cacheEntry
+	moveNanos int64 // time spent saving and restoring entries (host store)
 }
 
-// cacheEntry is a state prefix resident in sequence seq at positions
-// [0, len(tokens)).
+// cacheEntry is a state prefix at positions [0, len(tokens)) of sequence
+// seq: its cells are in the KV memory when resident, else in saved.
 type cacheEntry struct {
-	seq    int
-	tokens []llama.Token
-	used   int64 // round that last used it
-	pinned bool  // in use by the current sub-round
+	seq      int
+	tokens   []llama.Token
+	used     int64 // round that last used it
+	pinned   bool  // in use by the current sub-round
+	resident bool
+	saved    []byte // the cells of tokens as SeqSave wrote them; nil when stale
 }
 
 // newPrefixCache makes an empty cache over kv. wholeOnly is for recurrent
 // and hybrid models: their state exists only at a sequence's last
 // position, so a cached prefix is reused only when all of it is a prefix
-// of the new head, and never cut back.
-func newPrefixCache(kv kvSeqs, slots, maxTokens int, wholeOnly bool, log *slog.Logger) *prefixCache {
-	return &prefixCache{kv: kv, slots: slots, maxTokens: maxTokens, wholeOnly: wholeOnly, log: log}
+// of the new head, and never cut back. offload picks the host store.
+func newPrefixCache(kv kvSeqs, slots, maxTokens int, wholeOnly, offload bool, log *slog.Logger) *prefixCache {
+	return &prefixCache{kv: kv, slots: slots, maxTokens: maxTokens, wholeOnly: wholeOnly, offload: offload, log: log}
 }
 
 // uncached is how many of head's tokens no entry holds: what acquiring
@@ -95,6 +113,27 @@ func (c *prefixCache) tokens() int {
 	return n
 }
 
+// residentTokens is the number of tokens the entries hold in the KV
+// memory (shared cells counted once per entry).
+func (c *prefixCache) residentTokens() int {
+	n := 0
+	for _, ent := range c.entries {
+		if ent.resident {
+			n += len(ent.tokens)
+		}
+	}
+	return n
+}
+
+// savedBytes is the host memory the saved entries take.
+func (c *prefixCache) savedBytes() int {
+	n := 0
+	for _, ent := range c.entries {
+		n += len(ent.saved)
+	}
+	return n
+}
+
 // forget empties the cache without touching the KV memory, after the
 // memory itself was cleared.
 func (c *prefixCache) forget() { c.entries = nil }
@@ -102,9 +141,67 @@ func (c *prefixCache) forget() { c.entries = nil }
 // dropAll removes every entry and its cells.
 func (c *prefixCache) dropAll() {
 	for _, ent := range c.entries {
-		_ = c.kv.SeqRemove(ent.seq, -1, -1) // whole-sequence removal cannot fail
+		if ent.resident {
+			_ = c.kv.SeqRemove(ent.seq, -1, -1) // whole-sequence removal cannot fail
+		}
 	}
 	c.entries = nil
+}
+
+// offloadAll ends a sub-round with the host store: every resident entry's
+// cells are saved (unless an unchanged copy is saved already) and freed.
+// An entry that cannot be saved is dropped. With the KV store it does
+// nothing.
+func (c *prefixCache) offloadAll() {
+	if !c.offload {
+		return
+	}
+	kept := c.entries[:0]
+	for _, ent := range c.entries {
+		if !ent.resident {
+			kept = append(kept, ent)
+			continue
+		}
+		if ent.saved == nil {
+			t := time.Now()
+			buf, err := c.kv.SeqSave(ent.seq, nil)
+			c.moveNanos += int64(time.Since(t))
+			if err != nil {
+				c.log.Warn("llamacpp: prefix cache: cannot save an entry to host memory; dropping it", "seq", ent.seq, "tokens", len(ent.tokens), "err", err)
+				_ = c.kv.SeqRemove(ent.seq, -1, -1)
+				continue
+			}
+			ent.saved = buf
+		}
+		_ = c.kv.SeqRemove(ent.seq, -1, -1)
+		ent.resident = false
+		kept = append(kept, ent)
+	}
+	clear(c.entries[len(kept):])
+	c.entries = kept
+}
+
+// restore brings a saved entry's cells back into its sequence. On failure
+// the entry is dropped and false returned.
+func (c *prefixCache) restore(ent *cacheEntry) bool {
+	if ent.resident {
+		return true
+	}
+	t := time.Now()
+	err := c.kv.SeqRestore(ent.seq, ent.saved)
+	c.moveNanos += int64(time.Since(t))
+	if err != nil {
+		c.log.Warn("llamacpp: prefix cache: cannot restore an entry from host memory; dropping it", "seq", ent.seq, "tokens", len(ent.tokens), "err", err)
+		for i, e := range c.entries {
+			if e == ent {
+				c.entries = append(c.entries[:i], c.entries[i+1:]...)
+				break
+			}
+		}
+		return false
+	}
+	ent.resident = true
+	return true
 }
 
 // cut shortens the entry in seq to its first n tokens, for a prefill that
@@ -119,7 +216,7 @@ func (c *prefixCache) cut(seq, n int) {
 			return
 		}
 		if n > 0 {
-			ent.tokens = ent.tokens[:n]
+			ent.tokens, ent.saved = ent.tokens[:n], nil
 			return
 		}
 		_ = c.kv.SeqRemove(seq, -1, -1)
@@ -139,6 +236,9 @@ func (c *prefixCache) cut(seq, n int) {
 // first.
 func (c *prefixCache) acquire(head []llama.Token, flush func() error) (seq, reuse int, err error) {
 	best, bestN := c.longest(head)
+	for best != nil && !c.restore(best) {
+		best, bestN = c.longest(head) // it was dropped: the next best
+	}
 	if best != nil && bestN == len(head) {
 		// The whole head is cached (perhaps as the start of a longer
 		// prefix): branches copy [0, len(head)), so read it in place.
@@ -146,7 +246,7 @@ func (c *prefixCache) acquire(head []llama.Token, flush func() error) (seq, reus
 		return best.seq, bestN, nil
 	}
 	if best != nil && bestN == len(best.tokens) && !best.pinned {
-		best.tokens = head
+		best.tokens, best.saved = head, nil
 		best.used, best.pinned = c.round, true
 		c.trim(best)
 		return best.seq, bestN, nil
@@ -163,13 +263,13 @@ func (c *prefixCache) acquire(head []llama.Token, flush func() error) (seq, reus
 			}
 			bestN = 0
 		}
-		best.tokens = head
+		best.tokens, best.saved = head, nil
 		best.used, best.pinned = c.round, true
 		c.trim(best)
 		return best.seq, bestN, nil
 	}
 	slot := c.freeSlot(best)
-	ent := &cacheEntry{seq: slot, tokens: head, used: c.round, pinned: true}
+	ent := &cacheEntry{seq: slot, tokens: head, used: c.round, pinned: true, resident: true}
 	if best == nil {
 		bestN = 0
 	} else if bestN > 0 {

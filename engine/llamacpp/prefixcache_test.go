@@ -16,12 +16,43 @@ import (
 // fakeKV is a fake of llama.cpp's KV memory (these tests need no
 // llama.cpp): it keeps how many leading cells each sequence holds and
 // logs every operation. wholeOnly refuses to cut a sequence short, as a
-// recurrent memory does; failCopy makes every copy fail.
+// recurrent memory does; failCopy makes every copy fail, failSave every
+// save and failRestore every restore.
 type fakeKV struct {
-	cells     map[int]int
-	ops       []string
-	wholeOnly bool
-	failCopy  bool
+	cells       map[int]int
+	ops         []string
+	wholeOnly   bool
+	failCopy    bool
+	failSave    bool
+	failRestore bool
+}
+
+// SeqSave "serializes" a sequence as one byte per cell.
+func (kv *fakeKV) SeqSave(seq int, buf []byte) ([]byte, error) {
+	kv.ops = append(kv.ops, fmt.Sprintf("save %d", seq))
+	if kv.failSave || kv.cells[seq] == 0 {
+		return nil, errors.New("fake: save refused")
+	}
+	return bytes.Repeat([]byte{'.'}, kv.cells[seq]), nil
+}
+
+func (kv *fakeKV) SeqRestore(seq int, data []byte) error {
+	kv.ops = append(kv.ops, fmt.Sprintf("restore %d", seq))
+	kv.cells[seq] = 0
+	if kv.failRestore || len(data) == 0 {
+		return errors.New("fake: restore refused")
+	}
+	kv.cells[seq] = len(data)
+	return nil
+}
+
+// resident is the number of cells the fake holds.
+func (kv *fakeKV) resident() int {
+	n := 0
+	for _, c := range kv.cells {
+		n += c
+	}
+	return n
 }
 
 func (kv *fakeKV) SeqCopy(src, dst, p0, p1 int) error {
@@ -139,57 +170,74 @@ func TestPrefixCacheTable(t *testing.T) {
 			steps:   []step{{head: "abcdef", seq: 0, cut: 4}, {round: true, head: "abcdef", seq: 0, reuse: 4}},
 			entries: []string{"abcdef"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			kv := &fakeKV{cells: map[int]int{}, wholeOnly: tc.wholeOnly, failCopy: tc.failCopy}
-			var logs bytes.Buffer
-			c := newPrefixCache(kv, tc.slots, tc.maxTokens, tc.wholeOnly, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-			flushes := 0
-			c.newRound()
-			for i, st := range tc.steps {
-				if st.round {
-					c.unpinAll()
-					c.newRound()
-				}
-				flush := func() error {
-					flushes++
-					if st.flushCuts > 0 {
-						c.cut(0, st.flushCuts)
+		// Every case holds for both stores: with the host store, the
+		// cells leave the memory between rounds and come back on a hit
+		// (the operations are checked for the KV store).
+		for _, offload := range []bool{false, true} {
+			if offload && tc.wholeOnly {
+				continue // the host store is not for recurrent models
+			}
+			name := tc.name
+			if offload {
+				name += " (host store)"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				kv := &fakeKV{cells: map[int]int{}, wholeOnly: tc.wholeOnly, failCopy: tc.failCopy}
+				var logs bytes.Buffer
+				c := newPrefixCache(kv, tc.slots, tc.maxTokens, tc.wholeOnly, offload, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+				flushes := 0
+				c.newRound()
+				for i, st := range tc.steps {
+					if st.round {
+						c.unpinAll()
+						c.offloadAll()
+						if offload {
+							require.Zero(t, kv.resident(), "step %d: cells resident between rounds with the host store", i)
+							require.Zero(t, c.residentTokens())
+						}
+						c.newRound()
 					}
-					return nil
+					flush := func() error {
+						flushes++
+						if st.flushCuts > 0 {
+							c.cut(0, st.flushCuts)
+						}
+						return nil
+					}
+					seq, reuse, err := c.acquire(toks(st.head), flush)
+					require.NoError(t, err)
+					require.Equal(t, st.seq, seq, "step %d (%s): sequence", i, st.head)
+					require.Equal(t, st.reuse, reuse, "step %d (%s): reused tokens", i, st.head)
+					require.LessOrEqual(t, reuse, kv.cells[seq], "step %d: reuses cells the memory does not hold", i)
+					if st.cut > 0 {
+						c.cut(seq, st.cut)
+						kv.cells[seq] = st.cut
+					} else {
+						kv.cells[seq] = max(kv.cells[seq], len(st.head))
+					}
 				}
-				seq, reuse, err := c.acquire(toks(st.head), flush)
-				require.NoError(t, err)
-				require.Equal(t, st.seq, seq, "step %d (%s): sequence", i, st.head)
-				require.Equal(t, st.reuse, reuse, "step %d (%s): reused tokens", i, st.head)
-				require.LessOrEqual(t, reuse, kv.cells[seq], "step %d: reuses cells the memory does not hold", i)
-				if st.cut > 0 {
-					c.cut(seq, st.cut)
-					kv.cells[seq] = st.cut
-				} else {
-					kv.cells[seq] = max(kv.cells[seq], len(st.head))
+				if tc.ops != nil && !offload {
+					require.Equal(t, tc.ops, kv.ops)
 				}
-			}
-			if tc.ops != nil {
-				require.Equal(t, tc.ops, kv.ops)
-			}
-			require.Equal(t, tc.flushes, flushes, "flushes")
-			if tc.log != "" {
-				require.Contains(t, logs.String(), tc.log)
-				require.Contains(t, logs.String(), "level=WARN")
-			}
-			var got []string
-			for _, ent := range c.entries {
-				var b strings.Builder
-				for _, tok := range ent.tokens {
-					b.WriteByte(byte(tok))
+				require.Equal(t, tc.flushes, flushes, "flushes")
+				if tc.log != "" {
+					require.Contains(t, logs.String(), tc.log)
+					require.Contains(t, logs.String(), "level=WARN")
 				}
-				got = append(got, b.String())
-				require.LessOrEqual(t, len(ent.tokens), max(kv.cells[ent.seq], len(ent.tokens)))
-			}
-			require.Equal(t, tc.entries, got)
-			require.LessOrEqual(t, c.tokens(), max(tc.maxTokens, len(tc.steps[len(tc.steps)-1].head)))
-		})
+				var got []string
+				for _, ent := range c.entries {
+					var b strings.Builder
+					for _, tok := range ent.tokens {
+						b.WriteByte(byte(tok))
+					}
+					got = append(got, b.String())
+					require.LessOrEqual(t, len(ent.tokens), max(kv.cells[ent.seq], len(ent.tokens)))
+				}
+				require.Equal(t, tc.entries, got)
+				require.LessOrEqual(t, c.tokens(), max(tc.maxTokens, len(tc.steps[len(tc.steps)-1].head)))
+			})
+		}
 	}
 }
 
@@ -197,7 +245,7 @@ func TestPrefixCacheTable(t *testing.T) {
 func TestPrefixCacheCutToNothingDropsTheEntry(t *testing.T) {
 	t.Parallel()
 	kv := &fakeKV{cells: map[int]int{}}
-	c := newPrefixCache(kv, 2, 100, false, slog.New(slog.DiscardHandler))
+	c := newPrefixCache(kv, 2, 100, false, false, slog.New(slog.DiscardHandler))
 	seq, _, err := c.acquire(toks("abc"), func() error { return nil })
 	require.NoError(t, err)
 	c.cut(seq, 0)
@@ -206,4 +254,70 @@ func TestPrefixCacheCutToNothingDropsTheEntry(t *testing.T) {
 	c.unpinAll()
 	c.dropAll()
 	require.Zero(t, c.tokens())
+}
+
+// With the host store an entry is saved once while unchanged: a hit
+// restores it and the next offload frees its cells without saving again;
+// an entry extended in place is saved anew.
+func TestPrefixCacheHostStoreSavesOnlyWhatChanged(t *testing.T) {
+	t.Parallel()
+	kv := &fakeKV{cells: map[int]int{}}
+	c := newPrefixCache(kv, 2, 100, false, true, slog.New(slog.DiscardHandler))
+	round := func(head string, wantReuse int) {
+		t.Helper()
+		c.newRound()
+		seq, reuse, err := c.acquire(toks(head), func() error { return nil })
+		require.NoError(t, err)
+		require.Equal(t, wantReuse, reuse)
+		require.Equal(t, reuse, kv.cells[seq], "the reused cells are back in the memory")
+		kv.cells[seq] = len(head) // the prefill
+		c.unpinAll()
+		c.offloadAll()
+		require.Zero(t, kv.resident())
+	}
+	round("abcd", 0)
+	require.Equal(t, []string{"rm 0", "save 0", "rm 0"}, kv.ops)
+	kv.ops = nil
+	round("abcd", 4)
+	require.Equal(t, []string{"restore 0", "rm 0"}, kv.ops, "an unchanged entry is not saved again")
+	kv.ops = nil
+	round("abcdef", 4)
+	require.Equal(t, []string{"restore 0", "save 0", "rm 0"}, kv.ops, "an extended entry is saved anew")
+	require.Equal(t, 6, c.savedBytes())
+	kv.ops = nil
+	round("abxy", 2) // a partial match: restore the source, copy its common part
+	require.Equal(t, []string{"restore 0", "rm 1", "cp 0>1 2", "rm 0", "save 1", "rm 1"}, kv.ops)
+	require.Equal(t, 10, c.savedBytes())
+}
+
+// An entry that cannot be saved or restored is dropped with a warning,
+// and the head is prefilled whole: never a wrong reuse, never a stuck
+// cache.
+func TestPrefixCacheHostStoreFailures(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	kv := &fakeKV{cells: map[int]int{}}
+	c := newPrefixCache(kv, 2, 100, false, true, slog.New(slog.NewTextHandler(&logs, nil)))
+	acquire := func(head string) (int, int) {
+		c.newRound()
+		seq, reuse, err := c.acquire(toks(head), func() error { return nil })
+		require.NoError(t, err)
+		kv.cells[seq] = len(head)
+		c.unpinAll()
+		c.offloadAll()
+		return seq, reuse
+	}
+	acquire("abcd")
+	kv.failRestore = true
+	_, reuse := acquire("abcd")
+	require.Zero(t, reuse, "an entry that cannot be restored is not reused")
+	require.Contains(t, logs.String(), "cannot restore an entry")
+	require.Len(t, c.entries, 1, "the failed entry is dropped, the new prefill cached")
+	kv.failRestore, kv.failSave = false, true
+	_, reuse = acquire("wxyz")
+	require.Zero(t, reuse)
+	require.Contains(t, logs.String(), "cannot save an entry")
+	require.Len(t, c.entries, 1, "what could not be saved is not cached")
+	require.Equal(t, toks("abcd"), c.entries[0].tokens)
+	require.Zero(t, kv.resident())
 }

@@ -18,11 +18,23 @@ import (
 
 // smallSchedules are engine configurations with few cache slots, small
 // token and branch budgets and few sequences: many evictions, partial
-// reuses, flushes and retries.
-var smallSchedules = []Options{
-	{PrefixCacheSlots: 2, PrefixCacheTokens: 150, BranchBatchTokens: 64, MaxSequences: 8},
-	{PrefixCacheSlots: 3, PrefixCacheTokens: 0, BranchBatchTokens: 200, MaxSequences: 16},
-	{PrefixCacheSlots: 1, BranchBatchTokens: 37, MaxSequences: 4},
+// reuses, flushes and retries; each with both prefix-cache stores.
+var smallSchedules = bothStores(
+	Options{PrefixCacheSlots: 2, PrefixCacheTokens: 150, BranchBatchTokens: 64, MaxSequences: 8},
+	Options{PrefixCacheSlots: 3, PrefixCacheTokens: 0, BranchBatchTokens: 200, MaxSequences: 16},
+	Options{PrefixCacheSlots: 1, BranchBatchTokens: 37, MaxSequences: 4},
+)
+
+// bothStores is each of os with the KV store and with the host store.
+func bothStores(os ...Options) []Options {
+	var out []Options
+	for _, o := range os {
+		for _, store := range []string{"kv", "host"} {
+			o.PrefixCacheStore = store
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // randomDecisions draws n decisions about states that share, extend or

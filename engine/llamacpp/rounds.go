@@ -297,6 +297,9 @@ func (e *Engine) subRound(heads [][]llama.Token, members [][]*item) error {
 	if e.opts.NoPrefixCache {
 		e.cache.dropAll()
 	}
+	e.cache.offloadAll()
+	e.stats.hostBytes.Store(int64(e.cache.savedBytes()))
+	e.stats.moveNs.Store(e.cache.moveNanos)
 	return nil
 }
 
@@ -748,11 +751,11 @@ func (b *branches) finish(it *item) {
 	it.hasSeq = false
 }
 
-// cellsInUse bounds the KV cells held: every cached prefix (shared cells
-// counted once per entry, so an over-estimate) plus each active branch's
-// own tokens.
+// cellsInUse bounds the KV cells held: every resident cached prefix
+// (shared cells counted once per entry, so an over-estimate) plus each
+// active branch's own tokens.
 func (e *Engine) cellsInUse(active []*item) int {
-	n := e.cache.tokens()
+	n := e.cache.residentTokens()
 	for _, it := range active {
 		n += it.cursor
 	}

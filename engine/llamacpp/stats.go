@@ -12,4 +12,6 @@ type Stats struct {
 	DecodeNanos     int64 `json:"decode_ns"`        // time inside llama_decode
 	Pending         int64 `json:"pending"`          // decisions waiting now
 	Busy            int64 `json:"busy"`             // Score calls refused with ErrBusy
+	CacheHostBytes  int64 `json:"cache_host_bytes"` // host memory holding cached prefixes now (host store)
+	CacheMoveNanos  int64 `json:"cache_move_ns"`    // time spent saving and restoring cached prefixes (host store)
 }

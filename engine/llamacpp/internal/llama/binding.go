@@ -523,6 +523,53 @@ func (c *Context) SeqStateSize(seq int) (int, error) {
 	return int(C.llama_state_seq_get_size(c.c, C.llama_seq_id(seq))), nil
 }
 
+// SeqSave returns sequence seq's state (its KV cells with their positions
+// and, for recurrent models, its recurrent state) as llama.cpp serializes
+// it, appended to buf[:0] (grown when too small). The sequence is left as
+// it was.
+func (c *Context) SeqSave(seq int, buf []byte) ([]byte, error) {
+	if c.c == nil {
+		return nil, ErrFreed
+	}
+	if err := c.checkSeq(seq); err != nil {
+		return nil, err
+	}
+	n := int(C.llama_state_seq_get_size(c.c, C.llama_seq_id(seq)))
+	if n == 0 {
+		return nil, fmt.Errorf("%w: sequence %d has no state to save", ErrInvalidSeq, seq)
+	}
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	got := int(C.llama_state_seq_get_data(c.c, (*C.uint8_t)(unsafe.Pointer(&buf[0])), C.size_t(n), C.llama_seq_id(seq)))
+	if got != n {
+		return nil, fmt.Errorf("%w: saving sequence %d wrote %d of %d bytes", ErrInvalidSeq, seq, got, n)
+	}
+	return buf, nil
+}
+
+// SeqRestore replaces sequence seq with a state SeqSave returned (of any
+// sequence of a context of the same model and KV layout). It fails,
+// leaving seq empty, when the KV memory has no room for the cells.
+func (c *Context) SeqRestore(seq int, data []byte) error {
+	if c.c == nil {
+		return ErrFreed
+	}
+	if err := c.checkSeq(seq); err != nil {
+		return err
+	}
+	if len(data) == 0 {
+		return fmt.Errorf("%w: no state to restore into sequence %d", ErrInvalidSeq, seq)
+	}
+	got := int(C.llama_state_seq_set_data(c.c, (*C.uint8_t)(unsafe.Pointer(&data[0])), C.size_t(len(data)), C.llama_seq_id(seq)))
+	if got == 0 {
+		C.llama_memory_seq_rm(c.mem, C.llama_seq_id(seq), -1, -1)
+		return fmt.Errorf("%w: restoring %d bytes into sequence %d", ErrNoKVSlot, len(data), seq)
+	}
+	return nil
+}
+
 // Clear empties the KV memory.
 func (c *Context) Clear() {
 	if c.c != nil {

@@ -1,0 +1,133 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/verdict-dev/verdict/decision"
+)
+
+// Rotation is the order in which round r (0-based) runs n modes: rotated
+// by r, so that no mode always runs right after the same one. A server
+// whose threads keep spinning for a while after its turn (an OpenMP
+// build waits that way) would otherwise always slow the same neighbour.
+func Rotation(r, n int) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = (r + i) % n
+	}
+	return order
+}
+
+// Interleave runs rounds of n modes, each round in Rotation's order,
+// waiting before every mode until the machine is quiet (Quiet, at most
+// settle; 0: no wait). begin, when not nil, prepares each round first. It
+// stops at the first error.
+func Interleave(ctx context.Context, rounds, n int, settle time.Duration, begin func(round int) error, run func(round, mode int) error) error {
+	for r := 0; r < rounds; r++ {
+		if begin != nil {
+			if err := begin(r); err != nil {
+				return err
+			}
+		}
+		for _, i := range Rotation(r, n) {
+			if settle > 0 {
+				Quiet(ctx, settle)
+			}
+			if err := run(r, i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// quietIdle is the share of CPU time that must be idle, over quietWindow,
+// for the machine to count as quiet.
+const (
+	quietIdle   = 0.9
+	quietWindow = 200 * time.Millisecond
+)
+
+// Quiet waits until this machine's CPUs have been idle for at least 90% of
+// a 200 ms window (what the last mode left running, such as threads
+// spinning after their work, has stopped), or max has passed, or ctx is
+// done, and returns how long it waited. Where /proc/stat cannot be read
+// it waits one window.
+func Quiet(ctx context.Context, max time.Duration) time.Duration {
+	start := time.Now()
+	for {
+		idle0, total0, ok := cpuTimes()
+		select {
+		case <-ctx.Done():
+			return time.Since(start)
+		case <-time.After(quietWindow):
+		}
+		if !ok {
+			return time.Since(start)
+		}
+		idle1, total1, ok := cpuTimes()
+		if !ok || total1 <= total0 || float64(idle1-idle0)/float64(total1-total0) >= quietIdle || time.Since(start) >= max {
+			return time.Since(start)
+		}
+	}
+}
+
+// cpuTimes reads the idle (idle + iowait) and total CPU time of all CPUs
+// from /proc/stat, in clock ticks.
+func cpuTimes() (idle, total uint64, ok bool) {
+	f, err := os.Open("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	if !sc.Scan() {
+		return 0, 0, false
+	}
+	fields := strings.Fields(sc.Text())
+	if len(fields) < 6 || fields[0] != "cpu" {
+		return 0, 0, false
+	}
+	for i, s := range fields[1:] {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		total += v
+		if i == 3 || i == 4 { // idle, iowait
+			idle += v
+		}
+	}
+	return idle, total, true
+}
+
+// interleaveWidth is how many states take turns in the interleaved mode.
+const interleaveWidth = 4
+
+// Interleaved orders the decisions of groups (each a state's questions)
+// the way k conversations at a time would send them: within each run of k
+// consecutive states, one question of each state in turn.
+func Interleaved(groups [][]decision.Decision, k int) []decision.Decision {
+	var out []decision.Decision
+	for lo := 0; lo < len(groups); lo += k {
+		win := groups[lo:min(lo+k, len(groups))]
+		for q := 0; ; q++ {
+			added := false
+			for _, g := range win {
+				if q < len(g) {
+					out = append(out, g[q])
+					added = true
+				}
+			}
+			if !added {
+				break
+			}
+		}
+	}
+	return out
+}
