@@ -35,9 +35,7 @@ func Interleave(ctx context.Context, rounds, n int, settle time.Duration, begin 
 			}
 		}
 		for _, i := range Rotation(r, n) {
-			if settle > 0 {
-				Quiet(ctx, settle)
-			}
+			Quiet(ctx, settle)
 			if err := run(r, i); err != nil {
 				return err
 			}
@@ -56,9 +54,12 @@ const (
 // Quiet waits until this machine's CPUs have been idle for at least 90% of
 // a 200 ms window (what the last mode left running, such as threads
 // spinning after their work, has stopped), or max has passed, or ctx is
-// done, and returns how long it waited. Where /proc/stat cannot be read
-// it waits one window.
+// done, and returns how long it waited. max <= 0 does not wait. Where
+// /proc/stat cannot be read it waits one window.
 func Quiet(ctx context.Context, max time.Duration) time.Duration {
+	if max <= 0 {
+		return 0
+	}
 	start := time.Now()
 	for {
 		idle0, total0, ok := cpuTimes()

@@ -129,6 +129,7 @@ func TestQuietWaitsForIdleCPUsWithinItsBound(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.Less(t, Quiet(ctx, time.Minute), time.Second, "a done context ends the wait")
+	require.Zero(t, Quiet(context.Background(), 0), "no bound: no wait")
 }
 
 // Interleaved: within each run of k states, one question of each in turn;

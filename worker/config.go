@@ -129,6 +129,10 @@ func (e *FieldError) Error() string {
 // Is makes errors.Is(err, ErrConfig) true.
 func (e *FieldError) Is(target error) bool { return target == ErrConfig }
 
+// FieldProblem is the field and what is wrong with it, for callers that
+// name the field their own way (a command names its flag).
+func (e *FieldError) FieldProblem() (field, problem string) { return e.Field, e.Problem }
+
 func bad(field, format string, args ...any) error {
 	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
 }

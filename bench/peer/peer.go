@@ -88,6 +88,8 @@ type Mode struct {
 	TokensEvaluated []int64 `json:"tokens_evaluated"`
 	// Latencies of every request of every round, in milliseconds.
 	LatencyMs []float64 `json:"latency_ms"`
+
+	srv *server // the server the mode drives
 }
 
 // Report is the whole comparison.
@@ -187,18 +189,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := &Report{States: len(cfg.Cases)}
 	modes := []*Mode{
-		{Name: "verdict System One, a request per state", Workload: "shared", Clients: cfg.Slots},
-		{Name: "verdict SemIf, a request per decision", Workload: "shared", Clients: cfg.Slots},
-		{Name: "llama-server 1 slot, a completion per question", Workload: "shared", Clients: 1},
-		{Name: fmt.Sprintf("llama-server %d slots, a completion per question", cfg.Slots), Workload: "shared", Clients: cfg.Slots},
-		{Name: "verdict SemIf, a request per decision", Workload: "independent", Clients: cfg.Slots},
-		{Name: "llama-server 1 slot, a completion per decision", Workload: "independent", Clients: 1},
-		{Name: fmt.Sprintf("llama-server %d slots, a completion per decision", cfg.Slots), Workload: "independent", Clients: cfg.Slots},
+		{Name: "verdict System One, a request per state", Workload: "shared", Clients: cfg.Slots, srv: vs},
+		{Name: "verdict SemIf, a request per decision", Workload: "shared", Clients: cfg.Slots, srv: vs},
+		{Name: "llama-server 1 slot, a completion per question", Workload: "shared", Clients: 1, srv: one},
+		{Name: fmt.Sprintf("llama-server %d slots, a completion per question", cfg.Slots), Workload: "shared", Clients: cfg.Slots, srv: many},
+		{Name: "verdict SemIf, a request per decision", Workload: "independent", Clients: cfg.Slots, srv: vs},
+		{Name: "llama-server 1 slot, a completion per decision", Workload: "independent", Clients: 1, srv: one},
+		{Name: fmt.Sprintf("llama-server %d slots, a completion per decision", cfg.Slots), Workload: "independent", Clients: cfg.Slots, srv: many},
 	}
 	if alt != nil {
 		modes = append(modes,
-			&Mode{Name: "llama-server (" + cfg.AltLabel + ") 1 slot, a completion per question", Workload: "shared", Clients: 1},
-			&Mode{Name: "llama-server (" + cfg.AltLabel + ") 1 slot, a completion per decision", Workload: "independent", Clients: 1})
+			&Mode{Name: "llama-server (" + cfg.AltLabel + ") 1 slot, a completion per question", Workload: "shared", Clients: 1, srv: alt},
+			&Mode{Name: "llama-server (" + cfg.AltLabel + ") 1 slot, a completion per decision", Workload: "independent", Clients: 1, srv: alt})
 	}
 	// Each round's workloads and closures; every mode of every round gets
 	// its own states ("Round r.m."), so that no mode finds the states of
@@ -233,9 +235,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				rep.IndependentTokens += int64(n)
 			}
 		}
-		if cfg.Settle > 0 {
-			bench.Quiet(ctx, cfg.Settle)
-		}
+		bench.Quiet(ctx, cfg.Settle)
 		peak, err := c.peakPrefill(ctx, one.url, w)
 		if err != nil {
 			return err
@@ -275,18 +275,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		return nil
 	}
-	// The server each mode drives.
-	target := []*server{vs, vs, one, many, vs, one, many, alt, alt}
 	// Modes run in a rotated order each round, each with its server alone
 	// and once the machine is quiet.
 	err = bench.Interleave(ctx, cfg.Rounds, len(modes), 0, begin, func(r0, i int) error {
 		fmt.Fprintf(cfg.Log, "round %d: %s\n", r0+1, modes[i].Name)
-		if err := only(target[i]); err != nil {
+		if err := only(modes[i].srv); err != nil {
 			return err
 		}
-		if cfg.Settle > 0 {
-			bench.Quiet(ctx, cfg.Settle)
-		}
+		bench.Quiet(ctx, cfg.Settle)
 		t0 := time.Now()
 		tokens, lat, err := runs[i]()
 		if err != nil {

@@ -486,15 +486,23 @@ func checkWorkerFlags(f *workerFlags) error {
 	if f.visibility == 0 {
 		return fmt.Errorf("flag --visibility: must be 1s..12h, got %v", f.visibility)
 	}
-	return flagError(f.settings().CheckSettings())
+	return flagError(f.settings().CheckSettings(), workerFlagNames)
 }
 
-// flagError names the flag of a worker.FieldError.
-func flagError(err error) error {
-	var fe *worker.FieldError
-	if errors.As(err, &fe) {
-		if name, ok := workerFlagNames[fe.Field]; ok {
-			return fmt.Errorf("flag --%s: %s", name, fe.Problem)
+// fieldProblem is a settings error that names the field at fault
+// (worker.FieldError, llamacpp.OptionError).
+type fieldProblem interface {
+	FieldProblem() (field, problem string)
+}
+
+// flagError names the flag that set the field a settings error is about,
+// by flags (field → flag name); a field with no flag keeps its own name.
+func flagError(err error, flags map[string]string) error {
+	var fp fieldProblem
+	if errors.As(err, &fp) {
+		field, problem := fp.FieldProblem()
+		if name, ok := flags[field]; ok {
+			return fmt.Errorf("flag --%s: %s", name, problem)
 		}
 	}
 	return err

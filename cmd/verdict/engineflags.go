@@ -198,12 +198,4 @@ var optionFlags = map[string]string{
 
 // engineFlagError turns the engine's refusal of an option into an error
 // naming the flag that set it (options with no flag keep their name).
-func engineFlagError(err error) error {
-	var oe *llamacpp.OptionError
-	if errors.As(err, &oe) {
-		if name, ok := optionFlags[oe.Field]; ok {
-			return fmt.Errorf("flag --%s: %s", name, oe.Problem)
-		}
-	}
-	return err
-}
+func engineFlagError(err error) error { return flagError(err, optionFlags) }

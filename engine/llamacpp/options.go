@@ -166,6 +166,10 @@ type OptionError struct {
 
 func (e *OptionError) Error() string { return "llamacpp: Options." + e.Field + " " + e.Problem }
 
+// FieldProblem is the field and what is wrong with it, for callers that
+// name the field their own way (a command names its flag).
+func (e *OptionError) FieldProblem() (field, problem string) { return e.Field, e.Problem }
+
 func optionErr(field, format string, args ...any) error {
 	return &OptionError{Field: field, Problem: fmt.Sprintf(format, args...)}
 }

@@ -2,6 +2,7 @@ package llamacpp
 
 import (
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
@@ -192,12 +193,7 @@ func (c *prefixCache) restore(ent *cacheEntry) bool {
 	c.moveNanos += int64(time.Since(t))
 	if err != nil {
 		c.log.Warn("llamacpp: prefix cache: cannot restore an entry from host memory; dropping it", "seq", ent.seq, "tokens", len(ent.tokens), "err", err)
-		for i, e := range c.entries {
-			if e == ent {
-				c.entries = append(c.entries[:i], c.entries[i+1:]...)
-				break
-			}
-		}
+		c.evict(slices.Index(c.entries, ent))
 		return false
 	}
 	ent.resident = true
