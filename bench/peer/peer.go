@@ -22,7 +22,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,14 +95,17 @@ type Mode struct {
 type Report struct {
 	Decisions int `json:"decisions"`
 	States    int `json:"states"`
-	// MinimalTokens: each state once plus every question's own suffix.
+	// MinimalTokens is the fewest prompt tokens an engine that reuses exact
+	// prefixes evaluates for the shared workload: the distinct prefixes of
+	// all its prompts' tokens (each state once, plus what its questions
+	// share, plus every question's own tail).
 	MinimalTokens int64 `json:"minimal_tokens"`
 	// PeakPrefill is the best fresh prefill rate seen (tokens/s), measured
 	// on llama-server with the prompt cache off, once per round.
 	PeakPrefill float64 `json:"peak_prefill_tokens_per_s"`
 	// Independent is the number of decisions of the independent workload
-	// (each state's first question) and IndependentTokens their whole
-	// prompts' tokens: its minimum.
+	// (each state's first question) and IndependentTokens their minimum,
+	// counted the same way (what the prompts share is their chat preamble).
 	Independent       int    `json:"independent_decisions"`
 	IndependentTokens int64  `json:"independent_minimal_tokens"`
 	Modes             []Mode `json:"modes"`
@@ -179,12 +181,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		return nil
 	}
-	if err := only(one); err != nil {
+	c := &client{http: &http.Client{Timeout: cfg.Timeout}}
+	if err := only(vs); err != nil {
 		return nil, err
 	}
-	c := &client{http: &http.Client{Timeout: cfg.Timeout}}
-	family, err := c.chatFamily(ctx, one.url)
+	family, err := c.chatFamily(ctx, vs.url)
 	if err != nil {
+		return nil, err
+	}
+	if err := only(one); err != nil {
 		return nil, err
 	}
 	rep := &Report{States: len(cfg.Cases)}
@@ -219,7 +224,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		if r == 1 {
 			rep.Decisions = len(w.decisions)
-			if rep.MinimalTokens, err = c.minimalTokens(ctx, one.url, w); err != nil {
+			if rep.MinimalTokens, err = c.minimalTokens(ctx, one.url, w.texts(w.all())); err != nil {
 				return err
 			}
 			wi, err := buildRound(cfg.IndependentCases, strconv.Itoa(r), family)
@@ -227,12 +232,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				return fmt.Errorf("independent %w", err)
 			}
 			rep.Independent = len(wi.heads)
-			for _, i := range wi.heads {
-				n, err := c.tokens(ctx, one.url, wi.prompts[i].Text())
-				if err != nil {
-					return err
-				}
-				rep.IndependentTokens += int64(n)
+			if rep.IndependentTokens, err = c.minimalTokens(ctx, one.url, wi.texts(wi.heads)); err != nil {
+				return err
 			}
 		}
 		bench.Quiet(ctx, cfg.Settle)
@@ -251,10 +252,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				return err
 			}
 		}
-		all := make([]int, len(w.decisions))
-		for i := range all {
-			all[i] = i
-		}
+		all := w.all()
 		runs = []func() (int64, []time.Duration, error){
 			func() (int64, []time.Duration, error) { return c.verdictSystemOne(ctx, vs.url, ws[0], cfg.Slots) },
 			func() (int64, []time.Duration, error) { return c.verdictSemIf(ctx, vs.url, ws[1], all, cfg.Slots) },
@@ -316,6 +314,24 @@ type round struct {
 	decisions []decision.Decision // every question, state by state
 	prompts   []engine.Prompt     // decisions' prompts, as verdict renders them
 	heads     []int               // index of each state's first decision
+}
+
+// all is the index of every decision.
+func (w *round) all() []int {
+	all := make([]int, len(w.decisions))
+	for i := range all {
+		all[i] = i
+	}
+	return all
+}
+
+// texts is the prompt text of the decisions at idx.
+func (w *round) texts(idx []int) []string {
+	out := make([]string, len(idx))
+	for k, i := range idx {
+		out[k] = w.prompts[i].Text()
+	}
+	return out
 }
 
 func buildRound(cases [][]byte, tag string, family engine.ChatFamily) (*round, error) {
@@ -399,10 +415,14 @@ func (c *client) post(ctx context.Context, url string, body any, out any) error 
 	return nil
 }
 
-// chatFamily asks llama-server for the model's chat template, so that the
-// completions carry exactly verdict's prompt.
-func (c *client) chatFamily(ctx context.Context, base string) (engine.ChatFamily, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/props", nil)
+// chatFamily asks verdict serve which chat wrapper it renders prompts in
+// (its /v1/models card: verdict.chat_template), so that llama-server's
+// completions carry exactly verdict's prompt. llama-server's own template
+// is no guide: for a model without one it reports its chatml fallback,
+// while verdict renders plain prompts, and then llama-server would
+// evaluate ~14 tokens more per decision than verdict.
+func (c *client) chatFamily(ctx context.Context, verdictBase string) (engine.ChatFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, verdictBase+"/v1/models", nil)
 	if err != nil {
 		return "", err
 	}
@@ -411,44 +431,85 @@ func (c *client) chatFamily(ctx context.Context, base string) (engine.ChatFamily
 		return "", err
 	}
 	defer resp.Body.Close()
-	var props struct {
-		ChatTemplate string `json:"chat_template"`
+	return servedFamily(resp.Body)
+}
+
+// servedFamily reads the chat family from a verdict /v1/models body: the
+// card that answers is the first one.
+func servedFamily(r io.Reader) (engine.ChatFamily, error) {
+	var models struct {
+		Models []struct {
+			Verdict *struct {
+				ChatTemplate string `json:"chat_template"`
+			} `json:"verdict"`
+		} `json:"models"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&props); err != nil {
-		return "", fmt.Errorf("llama-server /props: %w", err)
+	if err := json.NewDecoder(r).Decode(&models); err != nil {
+		return "", fmt.Errorf("verdict /v1/models: %w", err)
 	}
-	return engine.DetectChat(props.ChatTemplate), nil
+	if len(models.Models) == 0 || models.Models[0].Verdict == nil || models.Models[0].Verdict.ChatTemplate == "" {
+		return "", errors.New("verdict /v1/models: the first model card has no verdict.chat_template")
+	}
+	return engine.ChatFamily(models.Models[0].Verdict.ChatTemplate), nil
 }
 
 // tokens counts text's tokens with the model's tokenizer.
 func (c *client) tokens(ctx context.Context, base, text string) (int, error) {
+	ids, err := c.tokenIDs(ctx, base, text)
+	return len(ids), err
+}
+
+// tokenIDs is text's tokens as llama-server's /tokenize gives them, each
+// kept as its JSON text (ids are compared, never interpreted).
+func (c *client) tokenIDs(ctx context.Context, base, text string) ([]string, error) {
 	var out struct {
 		Tokens []json.RawMessage `json:"tokens"`
 	}
 	if err := c.post(ctx, base+"/tokenize", map[string]any{"content": text, "add_special": true, "parse_special": true}, &out); err != nil {
-		return 0, err
+		return nil, err
 	}
-	return len(out.Tokens), nil
+	ids := make([]string, len(out.Tokens))
+	for i, t := range out.Tokens {
+		ids[i] = string(t)
+	}
+	return ids, nil
 }
 
-// minimalTokens is each state prefix once plus every decision's suffix.
-func (c *client) minimalTokens(ctx context.Context, base string, w *round) (int64, error) {
-	var n int64
-	head := 0
-	for i, p := range w.prompts {
-		full, err := c.tokens(ctx, base, p.Text())
-		if err != nil {
+// minimalTokens is the fewest tokens any engine that reuses exact prompt
+// prefixes must evaluate for texts: the distinct prefixes of their
+// tokenizations (the nodes of their token trie). Each state counts once,
+// and so does whatever else prompts share: the chat template's preamble
+// across states, the question framing across one state's questions.
+func (c *client) minimalTokens(ctx context.Context, base string, texts []string) (int64, error) {
+	seqs := make([][]string, len(texts))
+	for i, t := range texts {
+		var err error
+		if seqs[i], err = c.tokenIDs(ctx, base, t); err != nil {
 			return 0, err
 		}
-		if slices.Contains(w.heads, i) {
-			if head, err = c.tokens(ctx, base, p.Text()[:p.StateEnd]); err != nil {
-				return 0, err
-			}
-			n += int64(head)
-		}
-		n += int64(full - head)
 	}
-	return n, nil
+	return distinctPrefixes(seqs), nil
+}
+
+// distinctPrefixes counts the nonempty distinct prefixes of seqs.
+func distinctPrefixes(seqs [][]string) int64 {
+	type edge struct {
+		from int
+		tok  string
+	}
+	trie := map[edge]int{}
+	for _, s := range seqs {
+		node := 0
+		for _, t := range s {
+			next, ok := trie[edge{node, t}]
+			if !ok {
+				next = len(trie) + 1
+				trie[edge{node, t}] = next
+			}
+			node = next
+		}
+	}
+	return int64(len(trie))
 }
 
 type completion struct {

@@ -108,3 +108,42 @@ func TestLlamaArgs(t *testing.T) {
 	cfg.GPULayers = 12
 	require.Contains(t, strings.Join(llamaArgs(cfg, 1), " "), "--gpu-layers 12 --parallel")
 }
+
+// TestDistinctPrefixesCountsTheTokenTrie: shared prefixes count once,
+// wherever they end — a state under its questions, a preamble across
+// states — and a prompt that is a prefix of another adds nothing.
+func TestDistinctPrefixesCountsTheTokenTrie(t *testing.T) {
+	seq := func(s string) []string { return strings.Split(s, " ") }
+	for _, c := range []struct {
+		name string
+		seqs [][]string
+		want int64
+	}{
+		{"none", nil, 0},
+		{"one prompt", [][]string{seq("1 2 3")}, 3},
+		{"same prompt twice", [][]string{seq("1 2 3"), seq("1 2 3")}, 3},
+		{"state then two questions", [][]string{seq("1 2 3 7 8"), seq("1 2 3 7 9")}, 6},
+		{"prefix of another", [][]string{seq("1 2 3 4"), seq("1 2")}, 4},
+		{"shared preamble only", [][]string{seq("1 2 5 6"), seq("1 2 7 8"), seq("9")}, 7},
+		{"same token, other parents", [][]string{seq("1 2"), seq("2 2")}, 4},
+	} {
+		require.Equal(t, c.want, distinctPrefixes(c.seqs), c.name)
+	}
+}
+
+// The peer renders prompts in the chat family verdict serve reports, not
+// llama-server's (which falls back to chatml for a model without a
+// template while verdict renders plain prompts).
+func TestServedFamilyIsVerdictsOwn(t *testing.T) {
+	f, err := servedFamily(strings.NewReader(`{"models":[{"name":"m","verdict":{"file":"m.gguf","chat_template":"plain"}},{"name":"default","alias_for":"m"}]}`))
+	require.NoError(t, err)
+	require.Equal(t, engine.ChatPlain, f)
+	f, err = servedFamily(strings.NewReader(`{"models":[{"name":"m","verdict":{"chat_template":"chatml"}}]}`))
+	require.NoError(t, err)
+	require.Equal(t, engine.ChatChatML, f)
+	for _, body := range []string{`{"models":[]}`, `{"models":[{"name":"m"}]}`, `{"models":[{"verdict":{}}]}`, `not json`} {
+		_, err := servedFamily(strings.NewReader(body))
+		require.Error(t, err, body)
+		require.Contains(t, err.Error(), "verdict /v1/models", body)
+	}
+}

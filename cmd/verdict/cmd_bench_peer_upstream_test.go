@@ -79,8 +79,19 @@ func TestBenchPeerAgainstLlamaServer(t *testing.T) {
 			requests = rep.States // one per state
 		}
 		require.Len(t, m.LatencyMs, 2*requests, m.Name)
+		// Minimal tokens are a floor for every system, within 5%: both get
+		// the same prompts (verdict's rendering; llama-server's chatml
+		// fallback for this template-less model put ~17% more tokens in
+		// its prompts), and no exact-prefix cache evaluates fewer than
+		// their distinct prefixes. The 5%: each server's cache carries the
+		// preamble before "Round r.m." over from the mode before, and
+		// verdict tokenizes a prompt's state and question apart.
+		floor := rep.MinimalTokens
+		if m.Workload == "independent" {
+			floor = rep.IndependentTokens
+		}
 		for _, tok := range m.TokensEvaluated {
-			require.Greater(t, tok, int64(0), m.Name)
+			require.GreaterOrEqual(t, float64(tok), 0.95*float64(floor), "%s evaluated fewer tokens than the minimum", m.Name)
 		}
 	}
 }

@@ -58,7 +58,7 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&e.debias, "debias", 0, "score each decision under this many cyclic option orders and average (0 or 1 = off; a request's debias or the policy kind's wins)")
 	fs.BoolVar(&e.noMmap, "no-mmap", false, "read the model into memory instead of mapping it")
 	fs.StringVar(&e.flashAttn, "flash-attn", "auto", "flash attention: auto, on or off")
-	fs.IntVar(&e.branchBatch, "branch-batch", 0, "question-suffix tokens decoded together in one call (default: --batch)")
+	fs.IntVar(&e.branchBatch, "branch-batch", 0, "question-suffix tokens decoded together in one call (default: --batch with flash attention, else 128)")
 	fs.IntVar(&e.cacheTokens, "prefix-cache-tokens", 0, "tokens of recent state prefixes kept for reuse (default: ctx/2; 1024 on the CPU with --prefix-cache-store kv, where every decode scans the cells they hold)")
 	fs.StringVar(&e.cacheStore, "prefix-cache-store", "auto", "where cached state prefixes wait between uses: kv (resident in the KV cache), host (saved to memory and restored on a hit, so no decode attends over cells it does not need; not for hybrid/recurrent models) or auto (host on the CPU for models without recurrent layers, else kv)")
 }

@@ -89,3 +89,34 @@ func TestHostStoreRideAlong(t *testing.T) {
 	idle(t, e)
 	require.Zero(t, kvCells(t, e))
 }
+
+// A new state that shares only its start with a cached one (here a long
+// common opening; in practice the chat preamble every state shares)
+// copies that start from the cached entry, which then leaves the KV
+// memory again before anything is decoded: no decode of the new state
+// attends over the rest of the old state's cells.
+func TestHostStoreLenderLeavesAtOnce(t *testing.T) {
+	e := newEngine(t, Options{PrefixCacheStore: "host", Threads: 2})
+	opening := strings.Repeat("The customer writes about an invoice and a locked account. ", 4)
+	a := routing("a", opening+strings.Repeat("They also mention a refund for March. ", 4))
+	score1(t, e, a)
+	idle(t, e)
+	require.Len(t, e.cache.entries, 1)
+	lender := e.cache.entries[0].seq
+	var decodes, lenderCells int
+	e.beforeDecodeFunc = func() { // runs in the decode loop
+		decodes++
+		if p, err := e.lctx.SeqPosMax(lender); err != nil || p >= 0 {
+			lenderCells++
+		}
+	}
+	b := routing("b", opening+strings.Repeat("Nothing about money, only a new laptop. ", 4))
+	r := score1(t, e, b)
+	idle(t, e)
+	e.beforeDecodeFunc = nil
+	require.Positive(t, decodes)
+	require.Zero(t, lenderCells, "the lender's cells were resident in %d of %d decodes", lenderCells, decodes)
+	require.Less(t, r.Tokens.Evaluated, r.Tokens.Input-20, "the common opening is reused")
+	require.Less(t, maxAbsDiff(reference(t, e, b), r.OptionLogits), logitTol(1e-4))
+	require.Zero(t, kvCells(t, e))
+}

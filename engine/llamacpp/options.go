@@ -67,7 +67,7 @@ type Options struct {
 	// KV cache and are masked out of each other's attention; a smaller
 	// budget wastes less masked attention, a larger one amortizes more
 	// per-call work. At most BatchSize. Defaults to BatchSize with flash
-	// attention, else 256 (or BatchSize when that is less).
+	// attention, else 128 (or BatchSize when that is less).
 	BranchBatchTokens int
 	// HeadBatchTokens bounds the state-prefix tokens of distinct states
 	// that one sub-round prefills together (a first state is taken
@@ -115,12 +115,15 @@ func (o Options) withDefaults() Options {
 	// In the unified KV cache every decode attends over every resident
 	// cell, masking out other sequences'. The plain path computes the
 	// masked cells, so without flash attention decode fewer sequences
-	// together. Flash attention skips masked tiles, but on the CPU only
+	// together: every tail token of a call widens the cells each of the
+	// call's tokens attends over, and that costs more than a call's fixed
+	// work saves (module route, W1: a state's 21 questions in calls of
+	// 256 tail tokens 0.97x of one at a time, of 128 1.13x). Flash attention skips masked tiles, but on the CPU only
 	// after reading their mask, per head and layer: 4,096 resident tokens
 	// slow a 450-token prefill there by ~10%. So on the CPU keep fewer
 	// cells resident (the README, Performance).
 	if o.FlashAttention == "off" {
-		def(&o.BranchBatchTokens, min(256, o.BatchSize))
+		def(&o.BranchBatchTokens, min(128, o.BatchSize))
 	}
 	def(&o.BranchBatchTokens, o.BatchSize)
 	// Resident cells are what costs the CPU: there, cached prefixes wait

@@ -76,7 +76,7 @@ func TestOptionsDefaultsOnlyForUnset(t *testing.T) {
 	require.Equal(t, 128, d.MaxSequences)
 	require.Equal(t, 16, d.PrefixCacheSlots)
 	require.Equal(t, "off", d.FlashAttention)
-	require.Equal(t, 256, d.BranchBatchTokens)
+	require.Equal(t, 128, d.BranchBatchTokens)
 	require.Equal(t, "host", d.PrefixCacheStore, "the CPU: cached states wait in host memory")
 	require.Equal(t, 4096, d.PrefixCacheTokens, "the host store: ctx/2")
 	require.Equal(t, 1.0, d.Temperature)
@@ -84,7 +84,8 @@ func TestOptionsDefaultsOnlyForUnset(t *testing.T) {
 
 	require.Equal(t, 3, Options{MaxSequences: 6}.withDefaults().PrefixCacheSlots, "default slots: half the sequences")
 	require.Equal(t, 6, Options{MaxSequences: 8, PrefixCacheSlots: 6}.withDefaults().PrefixCacheSlots, "given slots kept")
-	require.Equal(t, 200, Options{BatchSize: 200, UBatchSize: 200}.withDefaults().BranchBatchTokens)
+	require.Equal(t, 100, Options{FlashAttention: "off", BatchSize: 100, UBatchSize: 100}.withDefaults().BranchBatchTokens, "the plain path: 128, or the batch when less")
+	require.Equal(t, 200, Options{FlashAttention: "on", BatchSize: 200, UBatchSize: 200}.withDefaults().BranchBatchTokens, "flash attention: the batch")
 	require.Equal(t, 1024, Options{BatchSize: 512, UBatchSize: 512, BranchBatchTokens: 1024}.withDefaults().BranchBatchTokens, "given budget kept (and refused by validate)")
 	require.Equal(t, map[bool]string{true: "on", false: "off"}[Route == RouteUpstream], Options{}.withDefaults().FlashAttention,
 		"auto on the CPU: on for the upstream route, off for the module route")

@@ -159,27 +159,36 @@ func (c *prefixCache) offloadAll() {
 	}
 	kept := c.entries[:0]
 	for _, ent := range c.entries {
-		if !ent.resident {
+		if c.offloadEntry(ent) {
 			kept = append(kept, ent)
-			continue
 		}
-		if ent.saved == nil {
-			t := time.Now()
-			buf, err := c.kv.SeqSave(ent.seq, nil)
-			c.moveNanos += int64(time.Since(t))
-			if err != nil {
-				c.log.Warn("llamacpp: prefix cache: cannot save an entry to host memory; dropping it", "seq", ent.seq, "tokens", len(ent.tokens), "err", err)
-				_ = c.kv.SeqRemove(ent.seq, -1, -1)
-				continue
-			}
-			ent.saved = buf
-		}
-		_ = c.kv.SeqRemove(ent.seq, -1, -1)
-		ent.resident = false
-		kept = append(kept, ent)
 	}
 	clear(c.entries[len(kept):])
 	c.entries = kept
+}
+
+// offloadEntry saves a resident entry's cells (unless an unchanged copy is
+// saved already) and frees them; cells another sequence shares stay. It
+// reports false when the entry could not be saved: its cells are freed
+// and the caller drops it.
+func (c *prefixCache) offloadEntry(ent *cacheEntry) bool {
+	if !ent.resident {
+		return true
+	}
+	if ent.saved == nil {
+		t := time.Now()
+		buf, err := c.kv.SeqSave(ent.seq, nil)
+		c.moveNanos += int64(time.Since(t))
+		if err != nil {
+			c.log.Warn("llamacpp: prefix cache: cannot save an entry to host memory; dropping it", "seq", ent.seq, "tokens", len(ent.tokens), "err", err)
+			_ = c.kv.SeqRemove(ent.seq, -1, -1)
+			return false
+		}
+		ent.saved = buf
+	}
+	_ = c.kv.SeqRemove(ent.seq, -1, -1)
+	ent.resident = false
+	return true
 }
 
 // restore brings a saved entry's cells back into its sequence. On failure
@@ -282,6 +291,14 @@ func (c *prefixCache) acquire(head []llama.Token, flush func() error) (seq, reus
 			c.log.Warn("llamacpp: prefix cache: copy of a cached prefix failed; prefilling it whole", "from", best.seq, "to", slot, "tokens", bestN, "err", err)
 			bestN = 0
 		}
+	}
+	if best != nil && !best.pinned && c.offload && !c.offloadEntry(best) {
+		// With the host store, an entry restored only to lend its start
+		// (often just the chat preamble every state shares) leaves the KV
+		// memory again at once: the rest of its cells would only widen
+		// every decode of this sub-round. The shared cells stay, held by
+		// slot.
+		c.evict(slices.Index(c.entries, best))
 	}
 	c.entries = append(c.entries, ent)
 	c.trim(ent)

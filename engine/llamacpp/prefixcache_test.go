@@ -270,6 +270,7 @@ func TestPrefixCacheHostStoreSavesOnlyWhatChanged(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, wantReuse, reuse)
 		require.Equal(t, reuse, kv.cells[seq], "the reused cells are back in the memory")
+		require.Equal(t, reuse, kv.resident(), "nothing else is: a source that lent its start left again")
 		kv.cells[seq] = len(head) // the prefill
 		c.unpinAll()
 		c.offloadAll()
