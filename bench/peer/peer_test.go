@@ -92,6 +92,21 @@ func TestRatiosPairRounds(t *testing.T) {
 	// Independent: 1/1, 1.5/1, 1/2.
 	require.Contains(t, out, "independent: verdict / llama-server's best: 1.00x [0.50–1.50]")
 	require.Contains(t, out, "3 rounds")
+
+	// With --peer-slots 1 no llama-server mode has several clients: the
+	// N-slot ratio is named as absent, not printed as 0.00x.
+	var one []Mode
+	for _, m := range r.Modes {
+		if m.Clients == 1 || strings.HasPrefix(m.Name, "verdict") {
+			m.Clients = 1
+			one = append(one, m)
+		}
+	}
+	r.Modes = one
+	buf.Reset()
+	r.WriteTable(&buf)
+	require.Contains(t, buf.String(), "N slots under N clients: - (no mode with more than one client: --peer-slots 1)")
+	require.NotContains(t, buf.String(), "N clients: 0.00x")
 }
 
 // llamaArgs: one context of 8,192 tokens per slot, verdict's threads for

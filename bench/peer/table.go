@@ -100,8 +100,11 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	med, lo, hi := r.Ratio(of("shared", true), of("shared", false))
 	fmt.Fprintf(w, "shared: verdict's best / llama-server's best: %.2fx [%.2f–%.2f]\n", med, lo, hi)
-	med, lo, hi = r.Ratio(of("shared", true), func(m Mode) bool { return of("shared", false)(m) && m.Clients > 1 })
-	fmt.Fprintf(w, "shared: verdict's best / llama-server with N slots under N clients: %.2fx [%.2f–%.2f]\n", med, lo, hi)
+	if med, lo, hi = r.Ratio(of("shared", true), func(m Mode) bool { return of("shared", false)(m) && m.Clients > 1 }); med > 0 {
+		fmt.Fprintf(w, "shared: verdict's best / llama-server with N slots under N clients: %.2fx [%.2f–%.2f]\n", med, lo, hi)
+	} else {
+		fmt.Fprintln(w, "shared: verdict's best / llama-server with N slots under N clients: - (no mode with more than one client: --peer-slots 1)")
+	}
 	med, lo, hi = r.Ratio(of("independent", true), of("independent", false))
 	fmt.Fprintf(w, "independent: verdict / llama-server's best: %.2fx [%.2f–%.2f]\n", med, lo, hi)
 	rounds := 0
