@@ -453,12 +453,6 @@ func servedFamily(r io.Reader) (engine.ChatFamily, error) {
 	return engine.ChatFamily(models.Models[0].Verdict.ChatTemplate), nil
 }
 
-// tokens counts text's tokens with the model's tokenizer.
-func (c *client) tokens(ctx context.Context, base, text string) (int, error) {
-	ids, err := c.tokenIDs(ctx, base, text)
-	return len(ids), err
-}
-
 // tokenIDs is text's tokens as llama-server's /tokenize gives them, each
 // kept as its JSON text (ids are compared, never interpreted).
 func (c *client) tokenIDs(ctx context.Context, base, text string) ([]string, error) {
