@@ -177,11 +177,18 @@ func defaultThreads() int {
 }
 
 // runPrefill measures prefill speed on one ~300-token prompt, fresh, at
-// each thread count, the thread counts interleaved in rounds.
+// each thread count, the thread counts interleaved in rounds. Where the
+// engine reads the weights into memory by default (on huge pages, see
+// llamacpp.Options.Mmap), each thread count also gets a row with the file
+// mapped, so that the two sit side by side in the same rounds.
 func runPrefill(ctx context.Context, cfg Config, rep *Report) error {
-	modes := make([]func() (Row, error), len(cfg.PrefillThreads))
-	for i, th := range cfg.PrefillThreads {
-		modes[i] = func() (Row, error) { return prefillRow(ctx, cfg, th) }
+	read := llamacpp.Options{GPULayers: cfg.GPULayers}.WithDefaults().Mmap == "off"
+	var modes []func() (Row, error)
+	for _, th := range cfg.PrefillThreads {
+		modes = append(modes, func() (Row, error) { return prefillRow(ctx, cfg, th, "") })
+		if read {
+			modes = append(modes, func() (Row, error) { return prefillRow(ctx, cfg, th, "on") })
+		}
 	}
 	samples, err := runRounds(cfg.Rounds, cfg.Settle, modes)
 	if err != nil {
@@ -193,18 +200,24 @@ func runPrefill(ctx context.Context, cfg Config, rep *Report) error {
 	return nil
 }
 
-// prefillRow is W0 at one thread count, on an engine of its own.
-func prefillRow(ctx context.Context, cfg Config, threads int) (Row, error) {
-	e, err := llamacpp.New(llamacpp.Options{ModelPath: cfg.PrefillModel, Threads: threads, GPULayers: cfg.GPULayers, NoPrefixCache: true, FlashAttention: cfg.FlashAttention})
+// prefillRow is W0 at one thread count, on an engine of its own; mmap is
+// the engine's Mmap ("" its default).
+func prefillRow(ctx context.Context, cfg Config, threads int, mmap string) (Row, error) {
+	e, err := llamacpp.New(llamacpp.Options{ModelPath: cfg.PrefillModel, Threads: threads, GPULayers: cfg.GPULayers, NoPrefixCache: true,
+		FlashAttention: cfg.FlashAttention, Mmap: mmap})
 	if err != nil {
 		return Row{}, err
 	}
 	defer e.Close()
+	mode := "fresh"
+	if mmap == "on" {
+		mode = "fresh, mapped"
+	}
 	d, err := fixedPrompt(e, 300)
 	if err != nil {
 		return Row{}, err
 	}
-	fmt.Fprintf(cfg.Log, "W0 prefill: threads=%d\n", threads)
+	fmt.Fprintf(cfg.Log, "W0 prefill: threads=%d, %s\n", threads, mode)
 	if _, err := scoreChecked(ctx, e, []decision.Decision{d}); err != nil { // warm-up
 		return Row{}, err
 	}
@@ -219,7 +232,7 @@ func prefillRow(ctx context.Context, cfg Config, threads int) (Row, error) {
 	after := e.Stats()
 	decodeS := float64(after.DecodeNanos-before.DecodeNanos) / 1e9
 	return Row{
-		Workload: "W0 prefill", Mode: "fresh", Model: e.Identity().Name, Threads: threads, Decisions: reps,
+		Workload: "W0 prefill", Mode: mode, Model: e.Identity().Name, Threads: threads, Decisions: reps,
 		WallSeconds: wall.Seconds(), DecisionsPerSec: reps / wall.Seconds(),
 		P50Ms: pct(lat, 50), P95Ms: pct(lat, 95),
 		TokensSubmitted:     after.TokensSubmitted - before.TokensSubmitted,

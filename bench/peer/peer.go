@@ -30,6 +30,7 @@ import (
 	"github.com/verdict-dev/verdict/bench"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
+	"github.com/verdict-dev/verdict/internal/hugepages"
 )
 
 // Config says what to compare.
@@ -100,9 +101,17 @@ type Report struct {
 	// all its prompts' tokens (each state once, plus what its questions
 	// share, plus every question's own tail).
 	MinimalTokens int64 `json:"minimal_tokens"`
-	// PeakPrefill is the best fresh prefill rate seen (tokens/s), measured
-	// on llama-server with the prompt cache off, once per round.
+	// PeakPrefill is the best fresh prefill rate seen (tokens/s), on
+	// either system, once per round: the larger of PeakPrefillPeer and
+	// PeakPrefillVerdict, so that no mode can read above the bound it
+	// sets.
 	PeakPrefill float64 `json:"peak_prefill_tokens_per_s"`
+	// PeakPrefillPeer is llama-server's (its prompt eval timing, the
+	// prompt cache off) and PeakPrefillVerdict verdict's (tokens evaluated
+	// over time inside llama_decode, from /metrics, for decisions on
+	// states it has not seen).
+	PeakPrefillPeer    float64 `json:"peak_prefill_peer_tokens_per_s"`
+	PeakPrefillVerdict float64 `json:"peak_prefill_verdict_tokens_per_s"`
 	// Independent is the number of decisions of the independent workload
 	// (each state's first question) and IndependentTokens their minimum,
 	// counted the same way (what the prompts share is their chat preamble).
@@ -241,7 +250,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return err
 		}
-		rep.PeakPrefill = max(rep.PeakPrefill, peak)
+		rep.PeakPrefillPeer = max(rep.PeakPrefillPeer, peak)
+		if err := only(vs); err != nil {
+			return err
+		}
+		bench.Quiet(ctx, cfg.Settle)
+		pw, err := buildRound(cfg.Cases, strconv.Itoa(r)+".0", family) // states of its own: fresh
+		if err != nil {
+			return err
+		}
+		if peak, err = c.verdictPeakPrefill(ctx, vs.url, pw); err != nil {
+			return err
+		}
+		rep.PeakPrefillVerdict = max(rep.PeakPrefillVerdict, peak)
+		rep.PeakPrefill = max(rep.PeakPrefillPeer, rep.PeakPrefillVerdict)
 		ws = make([]*round, len(modes))
 		for i, m := range modes {
 			cases := cfg.Cases
@@ -577,26 +599,75 @@ func (c *client) verdictSemIf(ctx context.Context, base string, w *round, idx []
 
 // evaluated reads verdict's count of prompt tokens evaluated from /metrics.
 func (c *client) evaluated(ctx context.Context, base string) (int64, error) {
+	m, err := c.metrics(ctx, base, "verdict_engine_tokens_evaluated_total")
+	return int64(m[0]), err
+}
+
+// verdictPeakPrefill is verdict's best fresh prefill rate over the first
+// question of up to 3 states of w: tokens evaluated over seconds inside
+// llama_decode, as llama-server's prompt timing counts them.
+func (c *client) verdictPeakPrefill(ctx context.Context, base string, w *round) (float64, error) {
+	names := []string{"verdict_engine_tokens_evaluated_total", "verdict_engine_decode_seconds_total"}
+	best := 0.0
+	for _, h := range w.heads[:min(len(w.heads), 3)] {
+		before, err := c.metrics(ctx, base, names...)
+		if err != nil {
+			return 0, err
+		}
+		if err := c.post(ctx, base+"/invocations", map[string]any{"decision": w.decisions[h]}, nil); err != nil {
+			return 0, err
+		}
+		after, err := c.metrics(ctx, base, names...)
+		if err != nil {
+			return 0, err
+		}
+		if s := after[1] - before[1]; s > 0 {
+			best = max(best, (after[0]-before[0])/s)
+		}
+	}
+	return best, nil
+}
+
+// metrics reads the values of unlabelled series from verdict's /metrics,
+// in the order named.
+func (c *client) metrics(ctx context.Context, base string, names ...string) ([]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "verdict_engine_tokens_evaluated_total "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return int64(f), err
+	return parseMetrics(string(b), names)
+}
+
+// parseMetrics finds each named series' value in a Prometheus text body.
+func parseMetrics(body string, names []string) ([]float64, error) {
+	out := make([]float64, len(names))
+	found := make([]bool, len(names))
+	for _, line := range strings.Split(body, "\n") {
+		for i, n := range names {
+			if v, ok := strings.CutPrefix(line, n+" "); ok {
+				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if err != nil {
+					return nil, fmt.Errorf("verdict /metrics: %s: %w", n, err)
+				}
+				out[i], found[i] = f, true
+			}
 		}
 	}
-	return 0, errors.New("verdict /metrics has no verdict_engine_tokens_evaluated_total")
+	for i, n := range names {
+		if !found[i] {
+			return nil, fmt.Errorf("verdict /metrics has no %s", n)
+		}
+	}
+	return out, nil
 }
 
 // server is a started child process.
@@ -643,7 +714,10 @@ func start(ctx context.Context, cfg Config, name, bin, health string, args ...st
 	s := &server{name: name, logs: &syncBuffer{}, url: "http://127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{})}
 	s.cmd = exec.Command(bin, append(args, last)...)
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
-	s.cmd.Env = os.Environ()
+	// Every server starts from the environment this run was started with:
+	// llama-server runs as its users run it, without the malloc tunable
+	// verdict added to its own (verdict serve adds it again itself).
+	s.cmd.Env = hugepages.Original(os.Environ())
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

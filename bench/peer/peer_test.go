@@ -162,3 +162,18 @@ func TestServedFamilyIsVerdictsOwn(t *testing.T) {
 		require.Contains(t, err.Error(), "verdict /v1/models", body)
 	}
 }
+
+// TestParseMetricsReadsUnlabelledSeries: the values of the named series
+// in order, help and type lines and other series ignored, a missing or
+// malformed one named.
+func TestParseMetricsReadsUnlabelledSeries(t *testing.T) {
+	body := "# HELP verdict_engine_tokens_evaluated_total Prompt tokens.\n# TYPE verdict_engine_tokens_evaluated_total counter\n" +
+		"verdict_engine_tokens_evaluated_total 4786\nverdict_engine_tokens_evaluated_total_extra 1\nverdict_engine_decode_seconds_total 16.25\n"
+	got, err := parseMetrics(body, []string{"verdict_engine_decode_seconds_total", "verdict_engine_tokens_evaluated_total"})
+	require.NoError(t, err)
+	require.Equal(t, []float64{16.25, 4786}, got)
+	_, err = parseMetrics(body, []string{"verdict_engine_missing_total"})
+	require.ErrorContains(t, err, "has no verdict_engine_missing_total")
+	_, err = parseMetrics("verdict_engine_decode_seconds_total x\n", []string{"verdict_engine_decode_seconds_total"})
+	require.ErrorContains(t, err, "verdict_engine_decode_seconds_total")
+}

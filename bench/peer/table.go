@@ -73,8 +73,8 @@ func of(workload string, verdict bool) func(Mode) bool {
 // WriteTable prints one row per mode and the ratios the comparison is for.
 func (r *Report) WriteTable(w io.Writer) {
 	bound := r.BoundPerSec()
-	fmt.Fprintf(w, "shared: %d states, %d decisions; minimal tokens %d; peak prefill %.0f tok/s; token bound %.2f decisions/s\n",
-		r.States, r.Decisions, r.MinimalTokens, r.PeakPrefill, bound)
+	fmt.Fprintf(w, "shared: %d states, %d decisions; minimal tokens %d; peak prefill %.0f tok/s (llama-server %.0f, verdict %.0f); token bound %.2f decisions/s\n",
+		r.States, r.Decisions, r.MinimalTokens, r.PeakPrefill, r.PeakPrefillPeer, r.PeakPrefillVerdict, bound)
 	ibound := r.IndependentBoundPerSec()
 	fmt.Fprintf(w, "independent: %d decisions (each state's first question); minimal tokens %d; token bound %.2f decisions/s\n",
 		r.Independent, r.IndependentTokens, ibound)

@@ -30,7 +30,7 @@ type engineFlags struct {
 	seqMax      int
 	maxPending  int
 	temperature float64
-	noMmap      bool
+	mmap        string
 	flashAttn   string
 	branchBatch int
 	cacheTokens int
@@ -56,7 +56,7 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&e.temperature, "temperature", 0, "divide option logits by this before the softmax; a calibration file or the policy kind's own temperature wins over it, it wins over the policy file's top-level one (default 1)")
 	fs.StringVar(&e.calibration, "calibration", "", "calibration file from `verdict calibrate` (refused unless pinned to this model and prompt); its temperature wins over the policy's and --temperature")
 	fs.IntVar(&e.debias, "debias", 0, "score each decision under this many cyclic option orders and average (0 or 1 = off; a request's debias or the policy kind's wins)")
-	fs.BoolVar(&e.noMmap, "no-mmap", false, "read the model into memory instead of mapping it")
+	fs.StringVar(&e.mmap, "mmap", "auto", "map the model file (on) or read it into memory (off); auto: off on the CPU when large allocations get transparent huge pages (as verdict arranges on Linux unless VERDICT_HUGEPAGES=off), where decodes read the weights ~10% faster, else on")
 	fs.StringVar(&e.flashAttn, "flash-attn", "auto", "flash attention: auto, on or off")
 	fs.IntVar(&e.branchBatch, "branch-batch", 0, "question-suffix tokens decoded together in one call (default: --batch with flash attention, else 128)")
 	fs.IntVar(&e.cacheTokens, "prefix-cache-tokens", 0, "tokens of recent state prefixes kept for reuse (default: ctx/2; 1024 on the CPU with --prefix-cache-store kv, where every decode scans the cells they hold)")
@@ -108,7 +108,7 @@ func gpuLayersFor(layers int, devs []llamacpp.Device) int {
 // options turns the flags into engine options.
 func (e *engineFlags) options(path string) llamacpp.Options {
 	return llamacpp.Options{
-		ModelPath: path, SHA256: e.sha256, GPULayers: gpuLayersFor(e.gpuLayers, llamacpp.Info().Devices), NoMmap: e.noMmap,
+		ModelPath: path, SHA256: e.sha256, GPULayers: gpuLayersFor(e.gpuLayers, llamacpp.Info().Devices), Mmap: e.mmap,
 		Threads: e.threads, ContextSize: e.ctx, BatchSize: e.batch, UBatchSize: e.ubatch,
 		MaxSequences: e.seqMax, MaxPending: e.maxPending, Temperature: 1, FlashAttention: e.flashAttn, BranchBatchTokens: e.branchBatch,
 		PrefixCacheTokens: e.cacheTokens, PrefixCacheStore: e.cacheStore, RecurrentMemory: int64(e.recurrentMB) << 20,
@@ -191,7 +191,7 @@ func (e *engineFlags) open(defaultDir string) (*llamacpp.Engine, error) {
 // optionFlags names the flag that sets each engine option, for errors.
 var optionFlags = map[string]string{
 	"ModelPath": "model", "Threads": "threads", "ContextSize": "ctx", "BatchSize": "batch", "UBatchSize": "ubatch",
-	"MaxSequences": "seq-max", "MaxPending": "max-pending", "FlashAttention": "flash-attn", "BranchBatchTokens": "branch-batch",
+	"MaxSequences": "seq-max", "MaxPending": "max-pending", "FlashAttention": "flash-attn", "Mmap": "mmap", "BranchBatchTokens": "branch-batch",
 	"PrefixCacheTokens": "prefix-cache-tokens", "PrefixCacheStore": "prefix-cache-store", "GPULayers": "gpu-layers",
 	"Temperature": "temperature", "RecurrentMemory": "recurrent-memory-mib",
 }

@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/verdict-dev/verdict/internal/hugepages"
 )
 
 // command is one subcommand.
@@ -77,6 +79,11 @@ func markdownReference() string {
 }
 
 func main() {
+	// Before any C code allocates: large allocations (weights read into
+	// memory, the KV cache) on transparent huge pages.
+	if err := hugepages.Reexec(); err != nil {
+		fmt.Fprintf(os.Stderr, "verdict: going on without huge pages: %v\n", err)
+	}
 	os.Exit(run(os.Args[1:]))
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
+	"github.com/verdict-dev/verdict/internal/hugepages"
 	"github.com/verdict-dev/verdict/model"
 )
 
@@ -108,10 +109,14 @@ func New(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	build := Info()
-	m, err := llama.LoadModel(opts.ModelPath, llama.ModelParams{GPULayers: opts.GPULayers, UseMmap: !opts.NoMmap})
+	hugeBefore, _ := hugepages.AnonHuge(0)
+	m, err := llama.LoadModel(opts.ModelPath, llama.ModelParams{GPULayers: opts.GPULayers, UseMmap: opts.Mmap == "on"})
 	if err != nil {
 		return nil, err
 	}
+	// What of the weights read into memory went on huge pages (0 for a
+	// mapped file), for the log line below.
+	hugeAfter, _ := hugepages.AnonHuge(0)
 	memory := "kv"
 	switch {
 	case m.IsHybrid():
@@ -182,7 +187,7 @@ func New(opts Options) (*Engine, error) {
 		"quant", info.Quantization, "chat", e.family, "memory", memory, "route", build.Route, "llama_cpp", build.LlamaCpp,
 		"backend", e.identity.Backend, "devices", deviceNames(build.Devices), "cpu_features", build.CPUFeatures,
 		"n_ctx", lctx.NCtx(), "n_batch", lctx.NBatch(), "n_seq_max", lctx.NSeqMax(), "seq_state_bytes", stateBytes,
-		"threads", opts.Threads, "flash_attn", opts.FlashAttention,
+		"threads", opts.Threads, "flash_attn", opts.FlashAttention, "mmap", opts.Mmap, "weights_hugepages_mib", max(0, hugeAfter-hugeBefore)>>20,
 		"prefix_cache_tokens", opts.PrefixCacheTokens, "prefix_cache_store", opts.PrefixCacheStore, "branch_batch", opts.BranchBatchTokens, "head_batch", opts.HeadBatchTokens)
 	go e.loop()
 	return e, nil

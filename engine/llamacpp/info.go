@@ -2,7 +2,10 @@
 
 package llamacpp
 
-import "github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
+import (
+	"github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
+	"github.com/verdict-dev/verdict/internal/hugepages"
+)
 
 // Available reports whether this binary embeds llama.cpp.
 const Available = true
@@ -16,3 +19,11 @@ func Info() BuildInfo {
 	}
 	return bi
 }
+
+// GlibcHugePagesTunable reports whether the C library honours
+// glibc.malloc.hugetlb (glibc 2.35 and later; hugepages.Reexec sets it).
+func GlibcHugePagesTunable() bool { return llama.GlibcAtLeast(2, 35) }
+
+// hugeMalloc reports whether glibc puts this process's large allocations
+// on transparent huge pages.
+func hugeMalloc() bool { return hugepages.Malloc() && GlibcHugePagesTunable() }

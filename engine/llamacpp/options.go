@@ -17,8 +17,14 @@ type Options struct {
 	SHA256 string
 	// GPULayers is the number of layers to offload (-1 = all). Defaults to 0.
 	GPULayers int
-	// NoMmap disables memory-mapping the model file. Defaults to false.
-	NoMmap bool
+	// Mmap is "on" (map the model file: its pages are shared and loaded
+	// on first use), "off" (read it into memory) or "auto": off on the CPU
+	// (GPULayers 0) when this process's large allocations go on
+	// transparent huge pages (hugepages.Malloc with glibc 2.35 or later,
+	// what `verdict` arranges at start), where the weights then sit and
+	// every decode reads them ~10% faster than from the mapped file's
+	// 4 KiB pages; on otherwise. Defaults to "auto".
+	Mmap string
 	// Threads used for decoding. Defaults to the number of physical cores
 	// (at most the CPUs this process may use).
 	Threads int
@@ -106,6 +112,12 @@ func (o Options) withDefaults() Options {
 		o.RecurrentMemory = 1 << 30
 	}
 	def(&o.PrefixCacheSlots, min(16, max(1, o.MaxSequences/2)))
+	if o.Mmap == "" || o.Mmap == "auto" {
+		o.Mmap = "on"
+		if o.GPULayers == 0 && hugeMalloc() {
+			o.Mmap = "off"
+		}
+	}
 	if o.FlashAttention == "" || o.FlashAttention == "auto" {
 		o.FlashAttention = "off"
 		if o.GPULayers != 0 || cpuFlashAttention(Route) {
@@ -217,6 +229,8 @@ func (o Options) validate() error {
 		return optionErr("PrefixCacheStore", "must be auto, kv or host, got %q", o.PrefixCacheStore)
 	case o.PrefixCacheStore == "host" && o.recurrentModel:
 		return optionErr("PrefixCacheStore", "host is not for models with recurrent layers (a recurrent state cannot be restored into a shared KV memory safely); use kv or auto")
+	case o.Mmap != "on" && o.Mmap != "off":
+		return optionErr("Mmap", "must be auto, on or off, got %q", o.Mmap)
 	case o.FlashAttention != "" && o.FlashAttention != "auto" && o.FlashAttention != "on" && o.FlashAttention != "off":
 		return optionErr("FlashAttention", "must be auto, on or off, got %q", o.FlashAttention)
 	case o.GPULayers < -1:

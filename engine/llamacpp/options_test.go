@@ -38,6 +38,7 @@ func TestOptionsRefuseValuesOutOfRange(t *testing.T) {
 		{"negative recurrent memory", Options{RecurrentMemory: -1}, "Options.RecurrentMemory"},
 		{"negative pending", Options{MaxPending: -5}, "Options.MaxPending"},
 		{"unknown flash attention", Options{FlashAttention: "sometimes"}, "Options.FlashAttention"},
+		{"unknown mmap", Options{Mmap: "sometimes"}, "Options.Mmap"},
 		{"unknown cache store", Options{PrefixCacheStore: "disk"}, "Options.PrefixCacheStore"},
 		{"host store for a recurrent model", Options{PrefixCacheStore: "host", recurrentModel: true}, "Options.PrefixCacheStore"},
 		{"kv store for a recurrent model", Options{PrefixCacheStore: "kv", recurrentModel: true}, ""},
@@ -96,6 +97,11 @@ func TestOptionsDefaultsOnlyForUnset(t *testing.T) {
 	require.Equal(t, 2048, on.BranchBatchTokens)
 	require.Equal(t, 4096, on.PrefixCacheTokens, "a GPU: ctx/2 resident")
 	require.Equal(t, "kv", on.PrefixCacheStore, "a GPU: resident in the KV cache")
+	require.Equal(t, "on", on.Mmap, "a GPU: the weights go to the device, the file stays mapped")
+	require.Equal(t, map[bool]string{true: "off", false: "on"}[hugeMalloc()], d.Mmap,
+		"the CPU: read into memory where large allocations get huge pages")
+	require.Equal(t, "off", Options{GPULayers: -1, Mmap: "off"}.withDefaults().Mmap, "given kept")
+	require.Equal(t, "on", Options{Mmap: "on"}.withDefaults().Mmap, "given kept")
 	require.Equal(t, "kv", Options{recurrentModel: true}.withDefaults().PrefixCacheStore, "recurrent layers: the KV store")
 	cpuOn := Options{FlashAttention: "on"}.withDefaults()
 	require.Equal(t, 2048, cpuOn.BranchBatchTokens)

@@ -46,3 +46,9 @@ func Quantize(_, _, typ string, _ int) error {
 	}
 	return engine.ErrNoEngine
 }
+
+// GlibcHugePagesTunable is false: without llama.cpp, no model is read into
+// memory.
+func GlibcHugePagesTunable() bool { return false }
+
+func hugeMalloc() bool { return false }

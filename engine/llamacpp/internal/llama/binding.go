@@ -120,6 +120,11 @@ func SystemInfo() string {
 	return strings.TrimSpace(C.GoString(C.llama_print_system_info()))
 }
 
+// GlibcAtLeast reports whether the C library is glibc major.minor or later.
+func GlibcAtLeast(major, minor int) bool {
+	return bool(C.verdict_glibc_at_least(C.int(major), C.int(minor)))
+}
+
 // Device is a ggml compute device registered in this process.
 type Device struct {
 	Name, Description string

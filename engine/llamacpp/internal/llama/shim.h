@@ -2,8 +2,10 @@
 // route_upstream.go defines VERDICT_LLAMA_UPSTREAM for the whole package.
 #pragma once
 #include <dlfcn.h>
+#include <gnu/libc-version.h>
 #include <libgen.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "llama.h"
@@ -77,4 +79,14 @@ static inline void verdict_threadpool_free(struct ggml_threadpool *tp) {
 	if (fn != NULL && tp != NULL) {
 		fn(tp);
 	}
+}
+
+// verdict_glibc_at_least reports whether the C library is glibc of at least
+// this version (its malloc tunables differ by release).
+static inline bool verdict_glibc_at_least(int major, int minor) {
+	int ma = 0, mi = 0;
+	if (sscanf(gnu_get_libc_version(), "%d.%d", &ma, &mi) != 2) {
+		return false;
+	}
+	return ma > major || (ma == major && mi >= minor);
 }
