@@ -600,7 +600,10 @@ func (c *client) verdictSemIf(ctx context.Context, base string, w *round, idx []
 // evaluated reads verdict's count of prompt tokens evaluated from /metrics.
 func (c *client) evaluated(ctx context.Context, base string) (int64, error) {
 	m, err := c.metrics(ctx, base, "verdict_engine_tokens_evaluated_total")
-	return int64(m[0]), err
+	if err != nil {
+		return 0, err
+	}
+	return int64(m[0]), nil
 }
 
 // verdictPeakPrefill is verdict's best fresh prefill rate over the first

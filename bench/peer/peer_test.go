@@ -2,8 +2,11 @@ package peer
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -176,4 +179,19 @@ func TestParseMetricsReadsUnlabelledSeries(t *testing.T) {
 	require.ErrorContains(t, err, "has no verdict_engine_missing_total")
 	_, err = parseMetrics("verdict_engine_decode_seconds_total x\n", []string{"verdict_engine_decode_seconds_total"})
 	require.ErrorContains(t, err, "verdict_engine_decode_seconds_total")
+}
+
+// TestEvaluatedReportsAMissingSeries: a /metrics without the counter, or
+// no answer at all, is an error naming it, never a crash.
+func TestEvaluatedReportsAMissingSeries(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("verdict_engine_decode_seconds_total 1\n"))
+	}))
+	defer srv.Close()
+	c := &client{http: srv.Client()}
+	_, err := c.evaluated(context.Background(), srv.URL)
+	require.ErrorContains(t, err, "has no verdict_engine_tokens_evaluated_total")
+	srv.Close()
+	_, err = c.evaluated(context.Background(), srv.URL)
+	require.Error(t, err)
 }
