@@ -101,15 +101,23 @@ type Report struct {
 	// all its prompts' tokens (each state once, plus what its questions
 	// share, plus every question's own tail).
 	MinimalTokens int64 `json:"minimal_tokens"`
-	// PeakPrefill is the best fresh prefill rate seen (tokens/s), on
-	// either system, once per round: the larger of PeakPrefillPeer and
-	// PeakPrefillVerdict, so that no mode can read above the bound it
-	// sets.
-	PeakPrefill float64 `json:"peak_prefill_tokens_per_s"`
-	// PeakPrefillPeer is llama-server's (its prompt eval timing, the
-	// prompt cache off) and PeakPrefillVerdict verdict's (tokens evaluated
-	// over time inside llama_decode, from /metrics, for decisions on
-	// states it has not seen).
+	// PrefillPeer and PrefillVerdict are each system's fresh prefill rate
+	// (tokens/s), once per round: the first question of up to 3 states it
+	// has not seen, all their tokens over all their time. llama-server's
+	// time is its prompt eval timing (the prompt cache off), verdict's the
+	// time inside llama_decode (/metrics). PrefillRounds is the faster of
+	// the two in each round: the rate of that round's token bound, so
+	// that a mode's share of the bound compares measurements of the same
+	// round, as the ratios do, and machine drift between rounds does not
+	// enter it.
+	PrefillPeer    []float64 `json:"prefill_peer_tokens_per_s"`
+	PrefillVerdict []float64 `json:"prefill_verdict_tokens_per_s"`
+	PrefillRounds  []float64 `json:"prefill_tokens_per_s"`
+	// PeakPrefill is the fastest round's rate: the larger of PeakPrefillPeer
+	// and PeakPrefillVerdict, each system's fastest round. A mode's share
+	// of the bound at this rate is the strict reading (a slow round
+	// against the fastest one).
+	PeakPrefill        float64 `json:"peak_prefill_tokens_per_s"`
 	PeakPrefillPeer    float64 `json:"peak_prefill_peer_tokens_per_s"`
 	PeakPrefillVerdict float64 `json:"peak_prefill_verdict_tokens_per_s"`
 	// Independent is the number of decisions of the independent workload
@@ -140,10 +148,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.IndependentCases == nil {
 		cfg.IndependentCases = cfg.Cases
 	}
-	th := strconv.Itoa(cfg.Threads)
-	vargs := append([]string{"serve", "--model", cfg.Model, "--threads", th, "--gpu-layers", strconv.Itoa(cfg.GPULayers), "--log-level", "warn",
-		"--max-concurrent", strconv.Itoa(cfg.Slots)}, cfg.VerdictArgs...)
-	vs, err := start(ctx, cfg, "verdict serve", cfg.Verdict, "/ping", append(vargs, "--addr")...)
+	vs, err := start(ctx, cfg, "verdict serve", cfg.Verdict, "/ping", verdictArgs(cfg)...)
 	if err != nil {
 		return nil, err
 	}
@@ -246,10 +251,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 		bench.Quiet(ctx, cfg.Settle)
-		peak, err := c.peakPrefill(ctx, one.url, w)
+		peak, err := c.prefillRate(ctx, one.url, w)
 		if err != nil {
 			return err
 		}
+		rep.PrefillPeer = append(rep.PrefillPeer, peak)
 		rep.PeakPrefillPeer = max(rep.PeakPrefillPeer, peak)
 		if err := only(vs); err != nil {
 			return err
@@ -259,9 +265,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return err
 		}
-		if peak, err = c.verdictPeakPrefill(ctx, vs.url, pw); err != nil {
+		if peak, err = c.verdictPrefillRate(ctx, vs.url, pw); err != nil {
 			return err
 		}
+		rep.PrefillVerdict = append(rep.PrefillVerdict, peak)
+		rep.PrefillRounds = append(rep.PrefillRounds, max(rep.PrefillPeer[len(rep.PrefillPeer)-1], peak))
 		rep.PeakPrefillVerdict = max(rep.PeakPrefillVerdict, peak)
 		rep.PeakPrefill = max(rep.PeakPrefillPeer, rep.PeakPrefillVerdict)
 		ws = make([]*round, len(modes))
@@ -391,6 +399,18 @@ func buildRound(cases [][]byte, tag string, family engine.ChatFamily) (*round, e
 // llamaArgs are llama-server's flags for slots parallel slots of 8,192
 // tokens each, with verdict's model, threads and GPU layers, on 127.0.0.1
 // (start appends the port).
+// verdictArgs are `verdict serve`'s flags, the address left for start:
+// the same threads and GPU layers as llama-server, as many requests at
+// once as the concurrent modes send, and the harness's own per-request
+// bound as serve's --timeout (serve's default minute is shorter than a
+// shape-777 state's 21 questions take on two slow cores; llama-server has
+// no limit of its own).
+func verdictArgs(cfg Config) []string {
+	args := []string{"serve", "--model", cfg.Model, "--threads", strconv.Itoa(cfg.Threads), "--gpu-layers", strconv.Itoa(cfg.GPULayers),
+		"--log-level", "warn", "--max-concurrent", strconv.Itoa(cfg.Slots), "--timeout", cfg.Timeout.String()}
+	return append(append(args, cfg.VerdictArgs...), "--addr")
+}
+
 func llamaArgs(cfg Config, slots int) []string {
 	th := strconv.Itoa(cfg.Threads)
 	ngl := strconv.Itoa(cfg.GPULayers)
@@ -535,20 +555,24 @@ type completion struct {
 	} `json:"timings"`
 }
 
-// peakPrefill: the fastest fresh prefill of the round's first prompts
-// (prompt cache off).
-func (c *client) peakPrefill(ctx context.Context, base string, w *round) (float64, error) {
-	best := 0.0
+// prefillRate is llama-server's fresh prefill rate over the round's
+// first prompts of up to 3 states (prompt cache off): their tokens over
+// their prompt time, so that the mix of lengths counts as the workload
+// has it, not the fastest (shortest) prompt alone.
+func (c *client) prefillRate(ctx context.Context, base string, w *round) (float64, error) {
+	var tokens, ms float64
 	for _, h := range w.heads[:min(len(w.heads), 3)] {
 		var out completion
 		if err := c.post(ctx, base+"/completion", map[string]any{"prompt": w.prompts[h].Text(), "n_predict": 1, "cache_prompt": false}, &out); err != nil {
 			return 0, err
 		}
-		if out.Timings.PromptMs > 0 {
-			best = max(best, float64(out.Timings.PromptN)/out.Timings.PromptMs*1000)
-		}
+		tokens += float64(out.Timings.PromptN)
+		ms += out.Timings.PromptMs
 	}
-	return best, nil
+	if ms <= 0 {
+		return 0, errors.New("llama-server reported no prompt time")
+	}
+	return tokens / ms * 1000, nil
 }
 
 // completions sends one /completion per decision of idx from clients at
@@ -606,29 +630,30 @@ func (c *client) evaluated(ctx context.Context, base string) (int64, error) {
 	return int64(m[0]), nil
 }
 
-// verdictPeakPrefill is verdict's best fresh prefill rate over the first
-// question of up to 3 states of w: tokens evaluated over seconds inside
-// llama_decode, as llama-server's prompt timing counts them.
-func (c *client) verdictPeakPrefill(ctx context.Context, base string, w *round) (float64, error) {
+// verdictPrefillRate is verdict's fresh prefill rate over the first
+// question of up to 3 states of w, one at a time: tokens evaluated over
+// seconds inside llama_decode, as llama-server's prompt timing counts
+// them, all the states' together (as prefillRate).
+func (c *client) verdictPrefillRate(ctx context.Context, base string, w *round) (float64, error) {
 	names := []string{"verdict_engine_tokens_evaluated_total", "verdict_engine_decode_seconds_total"}
-	best := 0.0
+	before, err := c.metrics(ctx, base, names...)
+	if err != nil {
+		return 0, err
+	}
 	for _, h := range w.heads[:min(len(w.heads), 3)] {
-		before, err := c.metrics(ctx, base, names...)
-		if err != nil {
-			return 0, err
-		}
 		if err := c.post(ctx, base+"/invocations", map[string]any{"decision": w.decisions[h]}, nil); err != nil {
 			return 0, err
 		}
-		after, err := c.metrics(ctx, base, names...)
-		if err != nil {
-			return 0, err
-		}
-		if s := after[1] - before[1]; s > 0 {
-			best = max(best, (after[0]-before[0])/s)
-		}
 	}
-	return best, nil
+	after, err := c.metrics(ctx, base, names...)
+	if err != nil {
+		return 0, err
+	}
+	s := after[1] - before[1]
+	if s <= 0 {
+		return 0, errors.New("verdict's /metrics counted no decode time")
+	}
+	return (after[0] - before[0]) / s, nil
 }
 
 // metrics reads the values of unlabelled series from verdict's /metrics,

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -82,12 +83,8 @@ func TestRatiosPairRounds(t *testing.T) {
 	require.Equal(t, 2.0, r.IndependentBoundPerSec())
 	med, lo, hi := r.Ratio(of("shared", true), of("shared", false))
 	// Rounds: 10/5 = 2, 9/4 = 2.25, 12/6 = 2 — never the independent rows.
-	require.InDelta(t, 2.0, med, 1e-9)
-	require.InDelta(t, 2.0, lo, 1e-9)
-	require.InDelta(t, 2.25, hi, 1e-9)
-	var buf bytes.Buffer
-	r.WriteTable(&buf)
-	out := buf.String()
+	requireSpread(t, med, lo, hi, 2.0, 2.0, 2.25)
+	out := table(r)
 	require.Contains(t, out, "token bound 10.00 decisions/s")
 	require.Contains(t, out, "shared: verdict's best / llama-server's best: 2.00x [2.00–2.25]")
 	// Against N slots only: 10/4, 9/3, 12/4.
@@ -106,10 +103,53 @@ func TestRatiosPairRounds(t *testing.T) {
 		}
 	}
 	r.Modes = one
-	buf.Reset()
+	out = table(r)
+	require.Contains(t, out, "N slots under N clients: - (no mode with more than one client: --peer-slots 1)")
+	require.NotContains(t, out, "N clients: 0.00x")
+}
+
+// TestShareComparesTheSameRound: a mode's share of the token bound is
+// taken round by round against that round's prefill rate, so a round
+// where the whole machine ran slow is not read as the mode's waste; the
+// strict share against the fastest round is printed beside it.
+func TestShareComparesTheSameRound(t *testing.T) {
+	r := &Report{Decisions: 100, States: 10, MinimalTokens: 10000, Independent: 10, IndependentTokens: 5000,
+		PrefillPeer: []float64{900, 500, 800}, PrefillVerdict: []float64{1000, 450, 700}, PrefillRounds: []float64{1000, 500, 800},
+		PeakPrefill: 1000, PeakPrefillPeer: 900, PeakPrefillVerdict: 1000,
+		Modes: []Mode{
+			// Bounds per round: 10, 5, 8 decisions/s.
+			{Name: "verdict System One", Workload: "shared", Clients: 4, DecisionsPerSec: []float64{10, 5, 4}},
+			// Independent bounds per round: 2, 1, 1.6.
+			{Name: "verdict SemIf", Workload: "independent", Clients: 4, DecisionsPerSec: []float64{1.8, 0.9, 1.6}},
+		}}
+	require.Equal(t, 8.0, r.BoundPerSec(), "the median round's rate")
+	require.InDelta(t, 1.6, r.IndependentBoundPerSec(), 1e-9)
+	med, lo, hi, strict := r.Share(r.Modes[0])
+	requireSpread(t, med, lo, hi, 1.0, 0.5, 1.0) // 10/10, 5/5, 4/8
+	require.InDelta(t, 0.5, strict, 1e-9, "median dec/s 5 against the fastest round's bound 10")
+	med, lo, hi, _ = r.Share(r.Modes[1])
+	requireSpread(t, med, lo, hi, 0.9, 0.9, 1.0)
+	out := table(r)
+	require.Contains(t, out, "fresh prefill per round, the faster system's: 800 [500–1000] tok/s (llama-server 800 [500–900], verdict 700 [450–1000]); fastest round 1000")
+	require.Contains(t, out, "token bound 8.00 decisions/s (median round)")
+	require.Regexp(t, `verdict System One +4 .* 100% \[50–100\] +50%`, out)
+
+	// A mode without rounds (or a report without rates) has no share.
+	med, _, _, _ = (&Report{}).Share(Mode{DecisionsPerSec: []float64{1}})
+	require.Zero(t, med)
+}
+
+func requireSpread(t *testing.T, med, lo, hi, wantMed, wantLo, wantHi float64) {
+	t.Helper()
+	require.InDelta(t, wantMed, med, 1e-9, "median")
+	require.InDelta(t, wantLo, lo, 1e-9, "min")
+	require.InDelta(t, wantHi, hi, 1e-9, "max")
+}
+
+func table(r *Report) string {
+	var buf bytes.Buffer
 	r.WriteTable(&buf)
-	require.Contains(t, buf.String(), "N slots under N clients: - (no mode with more than one client: --peer-slots 1)")
-	require.NotContains(t, buf.String(), "N clients: 0.00x")
+	return buf.String()
 }
 
 // llamaArgs: one context of 8,192 tokens per slot, verdict's threads for
@@ -125,6 +165,15 @@ func TestLlamaArgs(t *testing.T) {
 	require.Contains(t, strings.Join(llamaArgs(cfg, 1), " "), "--gpu-layers all --parallel")
 	cfg.GPULayers = 12
 	require.Contains(t, strings.Join(llamaArgs(cfg, 1), " "), "--gpu-layers 12 --parallel")
+}
+
+// verdictArgs: llama-server's threads and GPU layers, the concurrent
+// modes' clients, the harness's request bound as serve's --timeout, the
+// engine flags passed on, the address last.
+func TestVerdictArgs(t *testing.T) {
+	cfg := Config{Model: "m.gguf", Threads: 2, GPULayers: -1, Slots: 4, Timeout: 10 * time.Minute, VerdictArgs: []string{"--prefix-cache-store", "host"}}
+	require.Equal(t, []string{"serve", "--model", "m.gguf", "--threads", "2", "--gpu-layers", "-1", "--log-level", "warn",
+		"--max-concurrent", "4", "--timeout", "10m0s", "--prefix-cache-store", "host", "--addr"}, verdictArgs(cfg))
 }
 
 // TestDistinctPrefixesCountsTheTokenTrie: shared prefixes count once,

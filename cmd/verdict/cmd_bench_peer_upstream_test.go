@@ -67,7 +67,13 @@ func TestBenchPeerAgainstLlamaServer(t *testing.T) {
 	require.Greater(t, rep.PeakPrefill, 0.0)
 	require.Greater(t, rep.PeakPrefillPeer, 0.0)
 	require.Greater(t, rep.PeakPrefillVerdict, 0.0)
-	require.Equal(t, max(rep.PeakPrefillPeer, rep.PeakPrefillVerdict), rep.PeakPrefill, "the bound's rate is the faster system's")
+	require.Equal(t, max(rep.PeakPrefillPeer, rep.PeakPrefillVerdict), rep.PeakPrefill, "the peak is the faster system's")
+	require.Len(t, rep.PrefillRounds, 2, "a prefill rate every round")
+	for k, rate := range rep.PrefillRounds {
+		require.Equal(t, max(rep.PrefillPeer[k], rep.PrefillVerdict[k]), rate, "round %d's bound: the faster system's rate", k+1)
+		require.Greater(t, rep.PrefillPeer[k], 0.0)
+		require.Greater(t, rep.PrefillVerdict[k], 0.0)
+	}
 	require.Greater(t, rep.MinimalTokens, int64(0))
 	require.Equal(t, 3, rep.Independent)
 	require.Greater(t, rep.IndependentTokens, int64(0))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 
 	"github.com/verdict-dev/verdict/calibrate"
 	"github.com/verdict-dev/verdict/engine"
@@ -57,6 +58,19 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&e.calibration, "calibration", "", "calibration file from `verdict calibrate` (refused unless pinned to this model and prompt); its temperature wins over the policy's and --temperature")
 	fs.IntVar(&e.debias, "debias", 0, "score each decision under this many cyclic option orders and average (0 or 1 = off; a request's debias or the policy kind's wins)")
 	fs.StringVar(&e.mmap, "mmap", "auto", "map the model file (on) or read it into memory (off); auto: off on the CPU when large allocations get transparent huge pages (as verdict arranges on Linux unless VERDICT_HUGEPAGES=off), where decodes read the weights ~10% faster, else on")
+	// --no-mmap was the flag before --mmap; kept so that scripts written
+	// for it still run, as exactly --mmap off at its place on the line.
+	fs.BoolFunc("no-mmap", "deprecated: the same as --mmap off", func(v string) error {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("want true or false, got %q", v)
+		}
+		if on {
+			slog.Warn("--no-mmap is deprecated: use --mmap off")
+			e.mmap = "off"
+		}
+		return nil
+	})
 	fs.StringVar(&e.flashAttn, "flash-attn", "auto", "flash attention: auto, on or off")
 	fs.IntVar(&e.branchBatch, "branch-batch", 0, "question-suffix tokens decoded together in one call (default: --batch with flash attention, else 128)")
 	fs.IntVar(&e.cacheTokens, "prefix-cache-tokens", 0, "tokens of recent state prefixes kept for reuse (default: ctx/2; 1024 on the CPU with --prefix-cache-store kv, where every decode scans the cells they hold)")

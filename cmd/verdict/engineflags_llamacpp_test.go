@@ -4,6 +4,7 @@ package main
 
 import (
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -34,4 +35,30 @@ func TestEngineOptionErrorsNameTheFlag(t *testing.T) {
 		_, err := ef.open("")
 		require.EqualError(t, err, tc.want, "%v", tc.args)
 	}
+}
+
+// --no-mmap, the flag before --mmap, still works: it is --mmap off at its
+// place on the command line, so a later --mmap wins, as a repeated flag does.
+func TestNoMmapIsMmapOff(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "auto"},
+		{[]string{"--no-mmap"}, "off"},
+		{[]string{"--no-mmap=false"}, "auto"},
+		{[]string{"--mmap", "on", "--no-mmap"}, "off"},
+		{[]string{"--no-mmap", "--mmap", "on"}, "on"},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		var ef engineFlags
+		ef.register(fs)
+		require.NoError(t, fs.Parse(tc.args), "%v", tc.args)
+		require.Equal(t, tc.want, ef.options("m.gguf").Mmap, "%v", tc.args)
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var ef engineFlags
+	ef.register(fs)
+	require.ErrorContains(t, fs.Parse([]string{"--no-mmap=maybe"}), `invalid boolean value "maybe" for -no-mmap`)
 }

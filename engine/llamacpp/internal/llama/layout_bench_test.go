@@ -3,8 +3,10 @@
 package llama
 
 import (
+	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,5 +101,144 @@ func BenchmarkPromptLayouts(b *testing.B) {
 	for i, l := range layouts {
 		slices.Sort(ms[i])
 		b.ReportMetric(ms[i][(len(ms[i])-1)/2], "ms/"+l.name)
+	}
+}
+
+// BenchmarkSharedStateSchedules measures what the kernels allow on a
+// shared state, so that a scheduler's share of the peer benchmark's token
+// bound can be told apart from the cost of the attention itself. One
+// state of S tokens with k question suffixes of Q tokens each
+// (VERDICT_BENCH_SHAPE="SxQxk", default 1800x90x21: W1's shape-777) is
+// decoded, interleaved within every iteration, as:
+//
+//   - fresh: one prompt of S+Q tokens, the bound's rate (a first prompt
+//     prefilled from nothing);
+//   - schedule-N: the state, then the suffixes in branch sequences copied
+//     from it, whole suffixes in calls of at most N tokens, each call's
+//     branches removed after it (what an ideal scheduler does, nothing
+//     else: no tokenization, no logits read);
+//   - suffixes-alone-N: the same suffix calls with no state cells to
+//     attend over (the weights' share of their cost).
+//
+// Each reports its median microseconds per token; sched-N/fresh is the
+// fraction of the token bound that a perfect scheduler reaches on this
+// shape, and the suffixes-alone rows show how much of the gap is the
+// suffixes attending over the state.
+//
+//	VERDICT_BENCH_MODEL=.verdict/models/verdict-synth-small-seed1.gguf \
+//	  go test -tags llamacpp -run '^$' -bench SharedStateSchedules -benchtime 3x ./engine/llamacpp/internal/llama
+func BenchmarkSharedStateSchedules(b *testing.B) {
+	path := os.Getenv("VERDICT_BENCH_MODEL")
+	if path == "" {
+		path = tinyPath
+	}
+	S, Q, k := 1800, 90, 21
+	if v := os.Getenv("VERDICT_BENCH_SHAPE"); v != "" {
+		_, err := fmt.Sscanf(v, "%dx%dx%d", &S, &Q, &k)
+		require.NoError(b, err, "VERDICT_BENCH_SHAPE wants SxQxk, e.g. 1800x90x21")
+		require.True(b, S > 0 && Q > 0 && k > 0 && k < 127, "VERDICT_BENCH_SHAPE: S, Q > 0 and 0 < k < 127")
+	}
+	m, err := LoadModel(path, ModelParams{UseMmap: true})
+	require.NoError(b, err)
+	defer m.Free()
+	tok := func(it, i int) Token { // different tokens every iteration
+		return Token(300 + (i*7919+it*13)%min(20000, m.VocabSize()-300))
+	}
+	c, err := NewContext(m, ContextParams{NCtx: 8192, NBatch: 2048, NUBatch: 512, NSeqMax: 128, Threads: 2, KVUnified: true, FlashAttention: 1})
+	require.NoError(b, err)
+	defer c.Free()
+	bt, err := NewBatch(2048, 1)
+	require.NoError(b, err)
+	defer bt.Free()
+
+	// decodeRun decodes toks of sequence seq from position p0 in calls of
+	// at most 2048 tokens (the context's batch), logits at the last.
+	decodeRun := func(toks []Token, p0, seq int) {
+		for done := 0; done < len(toks); {
+			bt.Clear()
+			n := min(len(toks)-done, 2048)
+			for i := 0; i < n; i++ {
+				require.NoError(b, bt.Add(toks[done+i], p0+done+i, []int{seq}, done+i == len(toks)-1))
+			}
+			require.NoError(b, c.Decode(bt))
+			done += n
+		}
+	}
+	// suffixes decodes the k suffixes, branch j in sequence j+1 from
+	// position S (0 without the state: llama.cpp wants a sequence's
+	// positions to follow on), in calls of at most budget tokens, and removes each
+	// call's branches after it.
+	suffixes := func(it, budget int, withState bool) {
+		for j := 0; j < k; {
+			bt.Clear()
+			first := j
+			p0 := 0
+			if withState {
+				p0 = S
+			}
+			for ; j < k && (j == first || (j-first+1)*Q <= budget); j++ {
+				if withState {
+					require.NoError(b, c.SeqCopy(0, j+1, -1, -1))
+				}
+				for i := 0; i < Q; i++ {
+					require.NoError(b, bt.Add(tok(it, S+j*Q+i), p0+i, []int{j + 1}, i == Q-1))
+				}
+			}
+			require.NoError(b, c.Decode(bt))
+			for s := first; s < j; s++ {
+				require.NoError(b, c.SeqRemove(s+1, -1, -1))
+			}
+		}
+	}
+	type mode struct {
+		name   string
+		tokens int
+		run    func(it int)
+	}
+	state := func(it int) []Token {
+		out := make([]Token, S)
+		for i := range out {
+			out[i] = tok(it, i)
+		}
+		return out
+	}
+	modes := []mode{{"fresh", S + Q, func(it int) {
+		toks := state(it)
+		for i := 0; i < Q; i++ {
+			toks = append(toks, tok(it, S+i))
+		}
+		decodeRun(toks, 0, 0)
+	}}}
+	for _, budget := range []int{512, 2048} {
+		modes = append(modes,
+			mode{fmt.Sprintf("schedule-%d", budget), S + k*Q, func(it int) {
+				decodeRun(state(it), 0, 0)
+				suffixes(it, budget, true)
+			}},
+			mode{fmt.Sprintf("suffixes-alone-%d", budget), k * Q, func(it int) {
+				suffixes(it, budget, false)
+			}})
+	}
+	us := make([][]float64, len(modes))
+	it := 0
+	for b.Loop() {
+		for i, md := range modes {
+			c.Clear()
+			t0 := time.Now()
+			md.run(it*len(modes) + i)
+			us[i] = append(us[i], float64(time.Since(t0).Microseconds())/float64(md.tokens))
+		}
+		it++
+	}
+	med := make([]float64, len(modes))
+	for i, md := range modes {
+		slices.Sort(us[i])
+		med[i] = us[i][(len(us[i])-1)/2]
+		b.ReportMetric(med[i], "us/tok-"+md.name)
+	}
+	for i, md := range modes {
+		if strings.HasPrefix(md.name, "schedule-") {
+			b.ReportMetric(med[0]/med[i], "bound-share-"+strings.TrimPrefix(md.name, "schedule-"))
+		}
 	}
 }
