@@ -197,8 +197,17 @@ test("BadRequestError: a body the server cannot read as JSON (400)", async () =>
 });
 
 // Holds the busy server's only admission slot: headers sent, body not.
+// First waits for the slot to be free: a socket held before and just
+// destroyed keeps it until the server has seen that connection close, and a
+// request arriving before then is shed (529), never admitted.
 const holdSlot = async () => {
   const u = new URL(env("VERDICT_BUSY_URL"));
+  for (let i = 0; ; i++) {
+    const m = await (await fetch(`${u.origin}/metrics`)).text();
+    if (/^verdict_admission_waiting 0$/m.test(m) && /^verdict_admission_in_flight 0$/m.test(m)) break;
+    if (i === 500) assert.fail("the busy server's slot was never freed");
+    await new Promise((r) => setTimeout(r, 10));
+  }
   const sock = net.connect(Number(u.port), u.hostname);
   await new Promise((resolve, reject) => { sock.once("connect", resolve); sock.once("error", reject); });
   sock.write("POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{");
