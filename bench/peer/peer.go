@@ -396,9 +396,6 @@ func buildRound(cases [][]byte, tag string, family engine.ChatFamily) (*round, e
 	return w, nil
 }
 
-// llamaArgs are llama-server's flags for slots parallel slots of 8,192
-// tokens each, with verdict's model, threads and GPU layers, on 127.0.0.1
-// (start appends the port).
 // verdictArgs are `verdict serve`'s flags, the address left for start:
 // the same threads and GPU layers as llama-server, as many requests at
 // once as the concurrent modes send, and the harness's own per-request
@@ -411,6 +408,9 @@ func verdictArgs(cfg Config) []string {
 	return append(append(args, cfg.VerdictArgs...), "--addr")
 }
 
+// llamaArgs are llama-server's flags for slots parallel slots of 8,192
+// tokens each, with verdict's model, threads and GPU layers, on 127.0.0.1
+// (start appends the port).
 func llamaArgs(cfg Config, slots int) []string {
 	th := strconv.Itoa(cfg.Threads)
 	ngl := strconv.Itoa(cfg.GPULayers)

@@ -32,9 +32,9 @@ func boundAt(decisions int, tokens int64, rate float64) float64 {
 	return float64(decisions) / (float64(tokens) / rate)
 }
 
-// prefillRate is the token bound's rate: the median of the rounds' fresh
+// boundRate is the token bound's rate: the median of the rounds' fresh
 // prefill rates, or PeakPrefill for a report without them.
-func (r *Report) prefillRate() float64 {
+func (r *Report) boundRate() float64 {
 	if len(r.PrefillRounds) == 0 {
 		return r.PeakPrefill
 	}
@@ -45,12 +45,12 @@ func (r *Report) prefillRate() float64 {
 // BoundPerSec is the decisions/s of an engine that evaluates exactly the
 // minimal tokens at the median round's fresh prefill rate.
 func (r *Report) BoundPerSec() float64 {
-	return boundAt(r.Decisions, r.MinimalTokens, r.prefillRate())
+	return boundAt(r.Decisions, r.MinimalTokens, r.boundRate())
 }
 
 // IndependentBoundPerSec is the token bound of the independent workload.
 func (r *Report) IndependentBoundPerSec() float64 {
-	return boundAt(r.Independent, r.IndependentTokens, r.prefillRate())
+	return boundAt(r.Independent, r.IndependentTokens, r.boundRate())
 }
 
 // Share is m's fraction of its workload's token bound, round by round

@@ -120,8 +120,8 @@ func BenchmarkPromptLayouts(b *testing.B) {
 //   - suffixes-alone-N: the same suffix calls with no state cells to
 //     attend over (the weights' share of their cost).
 //
-// Each reports its median microseconds per token; sched-N/fresh is the
-// fraction of the token bound that a perfect scheduler reaches on this
+// Each reports its median microseconds per token; bound-share-N (fresh
+// over schedule-N, per token) is the fraction of the token bound that a perfect scheduler reaches on this
 // shape, and the suffixes-alone rows show how much of the gap is the
 // suffixes attending over the state.
 //
@@ -166,8 +166,8 @@ func BenchmarkSharedStateSchedules(b *testing.B) {
 	}
 	// suffixes decodes the k suffixes, branch j in sequence j+1 from
 	// position S (0 without the state: llama.cpp wants a sequence's
-	// positions to follow on), in calls of at most budget tokens, and removes each
-	// call's branches after it.
+	// positions to follow on), in calls of at most budget tokens, and
+	// removes each call's branches after it.
 	suffixes := func(it, budget int, withState bool) {
 		for j := 0; j < k; {
 			bt.Clear()
