@@ -158,6 +158,27 @@ func OpenSQLite(path string) (*sql.DB, error) {
 	return db, nil
 }
 
+// CloseSQLite closes a database opened with OpenSQLite and returns once
+// its file is closed. database/sql's Close does not wait for a connection
+// still in use: one whose call's context ended mid-transaction is rolled
+// back and released by database/sql's own goroutine, and closed only then,
+// after Close has returned. Waiting for that (bounded by the busy timeout
+// a statement can spend, and a second more) means a caller that closed a
+// store can rely on it: another process may open the file, and SQLite has
+// checkpointed and removed the -wal journal.
+func CloseSQLite(db *sql.DB) error {
+	err := db.Close()
+	deadline := time.Now().Add(sqliteCloseWait)
+	for db.Stats().OpenConnections > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	return err
+}
+
+// sqliteCloseWait bounds CloseSQLite's wait: the busy timeout in
+// OpenSQLite's DSN, and a second.
+const sqliteCloseWait = 11 * time.Second
+
 // OpenLocal opens (creating when needed) the queue cfg.Name in cfg.Path.
 func OpenLocal(cfg LocalConfig) (*Local, error) {
 	if err := cfg.validate(); err != nil {
@@ -183,7 +204,7 @@ func (q *Local) Close() error {
 	var err error
 	q.once.Do(func() {
 		close(q.closed)
-		err = q.db.Close()
+		err = CloseSQLite(q.db)
 	})
 	return err
 }

@@ -46,7 +46,7 @@ func OpenLog(path string) (*Log, error) {
 }
 
 // Close closes the log.
-func (l *Log) Close() error { return l.db.Close() }
+func (l *Log) Close() error { return queue.CloseSQLite(l.db) }
 
 // Record is the front door's RecordFunc: it runs once the request is
 // enqueued. A retried request (same Idempotency-Key) is recorded once.

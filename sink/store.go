@@ -49,7 +49,7 @@ func OpenStore(path string) (*Store, error) {
 }
 
 // Close closes the file.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error { return queue.CloseSQLite(s.db) }
 
 // Name is "store".
 func (s *Store) Name() string { return "store" }
