@@ -73,8 +73,9 @@ type job struct {
 type item struct {
 	d        *decision.Decision
 	prompt   engine.Prompt
-	head     []llama.Token   // BOS + template + instructions + state
+	head     []llama.Token   // BOS + template + instructions + state (+ what every tail of its sub-round starts with: sharedHead)
 	tail     []llama.Token   // question, options, cue, assistant turn
+	state    int             // len(head) as prepared: the state prefix
 	labels   [][]llama.Token // answer-slot tokens per option
 	multi    bool            // some label needs more than one token
 	err      error
@@ -394,7 +395,7 @@ func (e *Engine) prepare(d *decision.Decision, heads map[string][]llama.Token) *
 		}
 		heads[key] = head
 	}
-	it.head = head
+	it.head, it.state = head, len(head)
 	var last []llama.Token
 	var lastText string
 	for _, s := range segs[split:] {
@@ -495,7 +496,7 @@ func (e *Engine) result(it *item, total time.Duration) decision.Result {
 	} else {
 		r.Readout = "last-position logits restricted to single-token answer slots (labels verified against the vocabulary); probabilities = softmax over the options; no generated tokens"
 	}
-	r.Tokens = &decision.Tokens{Input: len(it.head) + len(it.tail), StatePrefix: len(it.head), Evaluated: it.evaluated}
+	r.Tokens = &decision.Tokens{Input: len(it.head) + len(it.tail), StatePrefix: it.state, Evaluated: it.evaluated}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	r.Timing = &decision.Timing{Tokenize: ms(it.tokenize), Queue: ms(it.queued), Decode: ms(it.decode), Total: ms(total)}
 	return r

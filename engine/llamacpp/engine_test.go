@@ -399,24 +399,44 @@ func TestSharedStateFanOutAndPrefixCache(t *testing.T) {
 		d.Question = fmt.Sprintf("Question number %d about the ticket?", i)
 		ds = append(ds, d)
 	}
+	// The questions' tails all start alike (the template after the state,
+	// then "Question number "): that part is decoded once too.
+	tails := make([][]llama.Token, len(ds))
+	for i := range ds {
+		it := e.prepare(&ds[i], map[string][]llama.Token{})
+		require.NoError(t, it.err)
+		tails[i] = it.tail
+	}
+	shared := len(tails[0])
+	for _, tl := range tails[1:] {
+		shared = min(shared, commonPrefix(tails[0], tl))
+	}
+	require.Greater(t, shared, 2, "the questions' tails share their opening")
 	rs, err := e.Score(context.Background(), ds)
 	require.NoError(t, err)
 	st := e.Stats()
 	head := rs[0].Tokens.StatePrefix
-	// The state prefix was decoded once for six decisions.
+	// The state prefix and the tails' common opening were decoded once
+	// for six decisions.
 	require.Equal(t, int64(1), st.PrefixMisses)
-	require.Equal(t, int64(5*head), st.TokensSaved)
-	require.Equal(t, head+len(ds[0].Question)*0+rs[0].Tokens.Input-head, rs[0].Tokens.Evaluated)
+	require.Equal(t, int64(5*(head+shared)), st.TokensSaved)
+	require.Equal(t, rs[0].Tokens.Input, rs[0].Tokens.Evaluated, "the first decision pays for the shared part")
 	for _, r := range rs[1:] {
-		require.Equal(t, r.Tokens.Input-r.Tokens.StatePrefix, r.Tokens.Evaluated)
+		require.Equal(t, r.Tokens.Input-r.Tokens.StatePrefix-shared, r.Tokens.Evaluated)
 	}
-	// A later request about the same state reuses the cached prefix.
+	for i, d := range ds {
+		requireClose(t, reference(t, e, d), rs[i].OptionLogits, logitTol(1e-3), fmt.Sprintf("fan-out %d vs reference", i))
+	}
+	// A later request about the same state reuses the cached prefix: the
+	// state and as much of the shared opening as its own tail starts with.
 	d := routing("later", state)
 	d.Question = "A later question?"
+	later := e.prepare(&d, map[string][]llama.Token{})
+	require.NoError(t, later.err)
 	r := score1(t, e, d)
 	st2 := e.Stats()
 	require.Equal(t, st.PrefixHits+1, st2.PrefixHits)
-	require.Equal(t, r.Tokens.Input-r.Tokens.StatePrefix, r.Tokens.Evaluated)
+	require.Equal(t, r.Tokens.Input-r.Tokens.StatePrefix-commonPrefix(tails[0][:shared], later.tail), r.Tokens.Evaluated)
 	requireClose(t, reference(t, e, d), r.OptionLogits, logitTol(1e-3), "cached prefix vs reference")
 	// Each fan-out result equals its own independent computation.
 	for i := range ds {

@@ -212,7 +212,7 @@ func (e *Engine) runSubRound(sub []*group) {
 			}
 		}
 		if len(live) > 0 {
-			heads, members = append(heads, g.head), append(members, live)
+			heads, members = append(heads, e.sharedHead(g.head, live)), append(members, live)
 		}
 	}
 	if len(heads) == 0 {
@@ -239,6 +239,39 @@ func (e *Engine) runSubRound(sub []*group) {
 		}
 	}
 	e.resetKV()
+}
+
+// sharedHead returns head extended by the tokens that every tail in its
+// starts with — the template between the state and the question, say —
+// and moves those tokens from the tails to the items' heads, so that they
+// are decoded once for the group instead of once per decision, and a
+// later decision reuses them from the prefix cache (as a prompt cache
+// matching the longest common prefix does). Every tail keeps at least its
+// last token, whose logits are read. A lone decision's head, and any head
+// on a recurrent memory, grows only by what the prefix cache already
+// holds: a lone question's text is not worth caching, and a recurrent
+// memory's entries are reusable only whole, so a head grown by one
+// request's questions would miss the next request's.
+func (e *Engine) sharedHead(head []llama.Token, its []*item) []llama.Token {
+	n := len(its[0].tail) - 1
+	for _, it := range its[1:] {
+		n = min(n, commonPrefix(its[0].tail, it.tail), len(it.tail)-1)
+	}
+	if n <= 0 {
+		return head
+	}
+	grown := append(head[:len(head):len(head)], its[0].tail[:n]...) // a copy: items of other sub-rounds share head
+	if len(its) == 1 || e.recurrent {
+		_, cached := e.cache.longest(grown)
+		if n = min(n, cached-len(head)); n <= 0 {
+			return head
+		}
+		grown = grown[:len(head)+n]
+	}
+	for _, it := range its {
+		it.head, it.tail = grown, it.tail[n:]
+	}
+	return grown
 }
 
 func mapDecodeErr(err error) error {
@@ -897,7 +930,9 @@ func (e *Engine) decode() error {
 	}
 	t := time.Now()
 	err := e.lctx.Decode(e.batch)
-	e.stats.decodeNs.Add(int64(time.Since(t)))
+	took := time.Since(t)
+	e.stats.decodeNs.Add(int64(took))
+	slog.Debug("llamacpp: decode", "tokens", e.batch.Len(), "took", took, "err", err)
 	e.stats.batches.Add(1)
 	if err == nil {
 		e.stats.evaluated.Add(int64(e.batch.Len()))

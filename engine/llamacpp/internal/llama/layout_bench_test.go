@@ -5,6 +5,7 @@ package llama
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -118,7 +119,14 @@ func BenchmarkPromptLayouts(b *testing.B) {
 //     branches removed after it (what an ideal scheduler does, nothing
 //     else: no tokenization, no logits read);
 //   - suffixes-alone-N: the same suffix calls with no state cells to
-//     attend over (the weights' share of their cost).
+//     attend over (the weights' share of their cost);
+//   - fused: verdict's own schedule for one state (see below);
+//   - tails-N: the suffix calls of schedule-N alone, the state decoded
+//     untimed before them (N = Q: one suffix a call, as a server with one
+//     prompt-cached slot decodes them).
+//
+// VERDICT_BENCH_ONLY (a regular expression) keeps only the modes it
+// matches, and fresh.
 //
 // Each reports its median microseconds per token; bound-share-N (fresh
 // over schedule-N, per token) is the fraction of the token bound that a perfect scheduler reaches on this
@@ -193,6 +201,7 @@ func BenchmarkSharedStateSchedules(b *testing.B) {
 	type mode struct {
 		name   string
 		tokens int
+		setup  func(it int) // untimed, before run
 		run    func(it int)
 	}
 	state := func(it int) []Token {
@@ -202,28 +211,74 @@ func BenchmarkSharedStateSchedules(b *testing.B) {
 		}
 		return out
 	}
-	modes := []mode{{"fresh", S + Q, func(it int) {
+	modes := []mode{{"fresh", S + Q, nil, func(it int) {
 		toks := state(it)
 		for i := 0; i < Q; i++ {
 			toks = append(toks, tok(it, S+i))
 		}
 		decodeRun(toks, 0, 0)
 	}}}
-	for _, budget := range []int{512, 2048} {
+	for _, budget := range []int{Q, 256, 512, 1024, 2048} {
+		modes = append(modes, mode{fmt.Sprintf("tails-%d", budget), k * Q, func(it int) { decodeRun(state(it), 0, 0) }, func(it int) {
+			suffixes(it, budget, true)
+		}})
+		if budget != 512 && budget != 2048 {
+			continue
+		}
 		modes = append(modes,
-			mode{fmt.Sprintf("schedule-%d", budget), S + k*Q, func(it int) {
+			mode{fmt.Sprintf("schedule-%d", budget), S + k*Q, nil, func(it int) {
 				decodeRun(state(it), 0, 0)
 				suffixes(it, budget, true)
 			}},
-			mode{fmt.Sprintf("suffixes-alone-%d", budget), k * Q, func(it int) {
+			mode{fmt.Sprintf("suffixes-alone-%d", budget), k * Q, nil, func(it int) {
 				suffixes(it, budget, false)
 			}})
+	}
+	// fused: verdict's schedule for one state. The state's tokens go into
+	// the cache sequence and all k branches at once (each token in k+1
+	// sequences), the first suffixes fill the rest of that call, and the
+	// remaining suffixes follow in calls of 2048 tokens.
+	fb, err := NewBatch(2048, k+1)
+	require.NoError(b, err)
+	defer fb.Free()
+	all := make([]int, k+1)
+	for i := range all {
+		all[i] = i
+	}
+	modes = append(modes, mode{"fused", S + k*Q, nil, func(it int) {
+		fb.Clear()
+		flush := func() {
+			require.NoError(b, c.Decode(fb))
+			fb.Clear()
+		}
+		for i := 0; i < S; i++ {
+			if fb.Len() == fb.Cap() {
+				flush()
+			}
+			require.NoError(b, fb.Add(tok(it, i), i, all, false))
+		}
+		for j := 0; j < k; j++ {
+			for i := 0; i < Q; i++ {
+				if fb.Len() == fb.Cap() {
+					flush()
+				}
+				require.NoError(b, fb.Add(tok(it, S+j*Q+i), S+i, []int{j + 1}, i == Q-1))
+			}
+		}
+		flush()
+	}})
+	if re := os.Getenv("VERDICT_BENCH_ONLY"); re != "" {
+		keep := regexp.MustCompile(re)
+		modes = slices.DeleteFunc(modes, func(md mode) bool { return md.name != "fresh" && !keep.MatchString(md.name) })
 	}
 	us := make([][]float64, len(modes))
 	it := 0
 	for b.Loop() {
 		for i, md := range modes {
 			c.Clear()
+			if md.setup != nil {
+				md.setup(it*len(modes) + i)
+			}
 			t0 := time.Now()
 			md.run(it*len(modes) + i)
 			us[i] = append(us[i], float64(time.Since(t0).Microseconds())/float64(md.tokens))
@@ -237,7 +292,7 @@ func BenchmarkSharedStateSchedules(b *testing.B) {
 		b.ReportMetric(med[i], "us/tok-"+md.name)
 	}
 	for i, md := range modes {
-		if strings.HasPrefix(md.name, "schedule-") {
+		if strings.HasPrefix(md.name, "schedule-") || md.name == "fused" {
 			b.ReportMetric(med[0]/med[i], "bound-share-"+strings.TrimPrefix(md.name, "schedule-"))
 		}
 	}
