@@ -142,7 +142,7 @@ func OpenSQLite(path string) (*sql.DB, error) {
 	// In a file: URI, '?' starts the query, '#' the fragment and '%' an
 	// escape: escape them so that any path opens the file it names.
 	escaped := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
-	dsn := "file:" + escaped + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)" +
+	dsn := "file:" + escaped + fmt.Sprintf("?_pragma=busy_timeout(%d)", sqliteBusyTimeout.Milliseconds()) + "&_pragma=journal_mode(WAL)" +
 		"&_pragma=synchronous(FULL)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -168,16 +168,16 @@ func OpenSQLite(path string) (*sql.DB, error) {
 // checkpointed and removed the -wal journal.
 func CloseSQLite(db *sql.DB) error {
 	err := db.Close()
-	deadline := time.Now().Add(sqliteCloseWait)
+	deadline := time.Now().Add(sqliteBusyTimeout + time.Second)
 	for db.Stats().OpenConnections > 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	return err
 }
 
-// sqliteCloseWait bounds CloseSQLite's wait: the busy timeout in
-// OpenSQLite's DSN, and a second.
-const sqliteCloseWait = 11 * time.Second
+// sqliteBusyTimeout is how long a statement waits for another process's
+// lock (OpenSQLite's busy_timeout), and so bounds CloseSQLite's wait.
+const sqliteBusyTimeout = 10 * time.Second
 
 // OpenLocal opens (creating when needed) the queue cfg.Name in cfg.Path.
 func OpenLocal(cfg LocalConfig) (*Local, error) {
