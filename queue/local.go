@@ -160,24 +160,48 @@ func OpenSQLite(path string) (*sql.DB, error) {
 
 // CloseSQLite closes a database opened with OpenSQLite and returns once
 // its file is closed. database/sql's Close does not wait for a connection
-// still in use: one whose call's context ended mid-transaction is rolled
-// back and released by database/sql's own goroutine, and closed only then,
-// after Close has returned. Waiting for that (bounded by the busy timeout
-// a statement can spend, and a second more) means a caller that closed a
-// store can rely on it: another process may open the file, and SQLite has
-// checkpointed and removed the -wal journal.
+// still in use: it closes it when the call using it releases it. Waiting
+// for that (bounded by what one SQLiteContext call may take, and a second
+// more) means a caller that closed a store can rely on it: another
+// process may open the file, and SQLite has checkpointed and removed the
+// -wal journal.
 func CloseSQLite(db *sql.DB) error {
 	err := db.Close()
-	deadline := time.Now().Add(sqliteBusyTimeout + time.Second)
+	deadline := time.Now().Add(sqliteCallTimeout + time.Second)
 	for db.Stats().OpenConnections > 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	return err
 }
 
+// SQLiteContext is the context for one short SQLite call (a statement or
+// a transaction) of a store opened with OpenSQLite, made on behalf of
+// ctx: an error if ctx is done already, else ctx's values without its
+// cancellation, bounded by sqliteCallTimeout. Every call of verdict's
+// local stores runs under it, so a caller that gives up never interrupts
+// SQLite mid-call. An interrupt can arrive just after a statement
+// finished (the driver's watcher races the statement's end), and then
+// stays set on the connection: database/sql discards the connection, and
+// SQLite's checkpoint at its close fails, leaving the -wal journal behind
+// (TestLocalCloseClosesTheFile's cancelled receives left it in 116 of
+// 3,000 rounds). A call takes milliseconds, or the busy timeout at most when
+// another process holds the lock, so finishing it costs a caller that
+// gave up nothing worth the risk.
+func SQLiteContext(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqliteCallTimeout)
+	return c, cancel, nil
+}
+
 // sqliteBusyTimeout is how long a statement waits for another process's
-// lock (OpenSQLite's busy_timeout), and so bounds CloseSQLite's wait.
+// lock (OpenSQLite's busy_timeout).
 const sqliteBusyTimeout = 10 * time.Second
+
+// sqliteCallTimeout bounds one SQLiteContext call: its write lock's wait
+// (immediate transactions take it first) and its statements.
+const sqliteCallTimeout = sqliteBusyTimeout + 5*time.Second
 
 // OpenLocal opens (creating when needed) the queue cfg.Name in cfg.Path.
 func OpenLocal(cfg LocalConfig) (*Local, error) {
@@ -243,6 +267,11 @@ func (q *Local) Send(ctx context.Context, msgs []Outgoing) ([]error, error) {
 			errs[i] = fmt.Errorf("%w: %d bytes", ErrTooLarge, len(m.Body))
 		}
 	}
+	ctx, cancel, err := SQLiteContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
 	tx, err := q.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("queue: send: %w", err)
@@ -339,6 +368,11 @@ func (q *Local) Receive(ctx context.Context, opts ReceiveOptions) ([]Message, er
 }
 
 func (q *Local) tryReceive(ctx context.Context, opts ReceiveOptions) ([]Message, error) {
+	ctx, cancel, err := SQLiteContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
 	tx, err := q.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, q.wrap("receive", err)
@@ -480,6 +514,11 @@ func (q *Local) perReceipt(ctx context.Context, op string, n int, f func(*sql.Tx
 	if q.isClosed() {
 		return nil, ErrClosed
 	}
+	ctx, cancel, err := SQLiteContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
 	tx, err := q.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, q.wrap(op, err)
@@ -519,8 +558,13 @@ type LocalStats struct {
 // Stats counts the queue's messages now.
 func (q *Local) Stats(ctx context.Context) (LocalStats, error) {
 	var s LocalStats
+	ctx, cancel, err := SQLiteContext(ctx)
+	if err != nil {
+		return s, err
+	}
+	defer cancel()
 	now := q.nowMillis()
-	err := q.db.QueryRowContext(ctx, `SELECT
+	err = q.db.QueryRowContext(ctx, `SELECT
 		(SELECT count(*) FROM messages WHERE queue = ?1 AND visible_at <= ?2),
 		(SELECT count(*) FROM messages WHERE queue = ?1 AND visible_at > ?2),
 		(SELECT count(*) FROM dead_letters WHERE queue = ?1)`, q.cfg.Name, now).Scan(&s.Visible, &s.InFlight, &s.Dead)
@@ -537,6 +581,11 @@ func (q *Local) DeadLettered() int64 { return q.dead.Load() }
 // DeadLetters returns the messages in the dead-letter table, oldest first
 // (their Receipt is empty).
 func (q *Local) DeadLetters(ctx context.Context) ([]Message, error) {
+	ctx, cancel, err := SQLiteContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
 	rows, err := q.db.QueryContext(ctx, `SELECT id, body, attrs, group_id, sent_at, receives FROM dead_letters WHERE queue = ? ORDER BY id`, q.cfg.Name)
 	if err != nil {
 		return nil, q.wrap("dead letters", err)
@@ -563,6 +612,11 @@ func (q *Local) DeadLetters(ctx context.Context) ([]Message, error) {
 // Redrive moves every dead letter back to the queue with a fresh receive
 // count, returning how many moved.
 func (q *Local) Redrive(ctx context.Context) (int, error) {
+	ctx, cancel, err := SQLiteContext(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer cancel()
 	tx, err := q.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, q.wrap("redrive", err)
@@ -587,6 +641,11 @@ func (q *Local) Redrive(ctx context.Context) (int, error) {
 
 // Check runs SQLite's integrity check on the file.
 func (q *Local) Check(ctx context.Context) error {
+	ctx, cancel, err := SQLiteContext(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
 	var s string
 	if err := q.db.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&s); err != nil {
 		return q.wrap("integrity check", err)

@@ -51,6 +51,11 @@ func (l *Log) Close() error { return queue.CloseSQLite(l.db) }
 // Record is the front door's RecordFunc: it runs once the request is
 // enqueued. A retried request (same Idempotency-Key) is recorded once.
 func (l *Log) Record(ctx context.Context, c lambda.Caller, a *lambda.Accepted) error {
+	ctx, cancel, err := queue.SQLiteContext(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -78,8 +83,13 @@ type logged struct {
 // get returns a logged request, or found=false.
 func (l *Log) get(ctx context.Context, id string) (logged, bool, error) {
 	var r logged
+	ctx, cancel, err := queue.SQLiteContext(ctx)
+	if err != nil {
+		return r, false, err
+	}
+	defer cancel()
 	var ms int64
-	err := l.db.QueryRowContext(ctx, `SELECT tenant, model, accepted_at FROM requests WHERE request_id = ?`, id).Scan(&r.tenant, &r.model, &ms)
+	err = l.db.QueryRowContext(ctx, `SELECT tenant, model, accepted_at FROM requests WHERE request_id = ?`, id).Scan(&r.tenant, &r.model, &ms)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, false, nil
 	} else if err != nil {
@@ -103,6 +113,11 @@ func (l *Log) get(ctx context.Context, id string) (logged, bool, error) {
 
 // requestsOf lists the requests holding a decision id, oldest first.
 func (l *Log) requestsOf(ctx context.Context, decisionID string) ([]string, error) {
+	ctx, cancel, err := queue.SQLiteContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
 	rows, err := l.db.QueryContext(ctx, `SELECT d.request_id FROM request_decisions d JOIN requests r USING (request_id)
 		WHERE d.decision_id = ? ORDER BY r.accepted_at, d.request_id`, decisionID)
 	if err != nil {

@@ -56,6 +56,11 @@ func (s *Store) Name() string { return "store" }
 
 // Publish stores the records in one transaction, keeping existing copies.
 func (s *Store) Publish(ctx context.Context, recs []Record) error {
+	ctx, cancel, err := queue.SQLiteContext(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sink: store: %w", err)
@@ -89,6 +94,11 @@ type Stored struct {
 }
 
 func (s *Store) query(ctx context.Context, where string, args ...any) ([]Stored, error) {
+	ctx, cancel, err := queue.SQLiteContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
 	rows, err := s.db.QueryContext(ctx, `SELECT body, stored_at FROM results WHERE `+where+` ORDER BY stored_at, rowid`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sink: store lookup: %w", err)
@@ -144,6 +154,11 @@ func (s *Store) All(ctx context.Context) ([]Stored, error) {
 
 // Count returns the number of stored records.
 func (s *Store) Count(ctx context.Context) (int, error) {
+	ctx, cancel, err := queue.SQLiteContext(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer cancel()
 	var n int
 	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM results`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("sink: store count: %w", err)
