@@ -19,7 +19,7 @@ static void verdict_log_setup(void) {
 }
 
 static struct llama_context_params verdict_context_params(uint32_t n_ctx, uint32_t n_batch, uint32_t n_ubatch,
-		uint32_t n_seq_max, int32_t n_threads, bool kv_unified, int flash_attn) {
+		uint32_t n_seq_max, int32_t n_threads, bool kv_unified, int flash_attn, int kv_type) {
 	struct llama_context_params p = llama_context_default_params();
 	p.n_ctx = n_ctx;
 	p.n_batch = n_batch;
@@ -30,6 +30,8 @@ static struct llama_context_params verdict_context_params(uint32_t n_ctx, uint32
 	p.embeddings = false;
 	p.kv_unified = kv_unified;
 	p.flash_attn_type = (enum llama_flash_attn_type)flash_attn;
+	p.type_k = (enum ggml_type)kv_type;
+	p.type_v = (enum ggml_type)kv_type;
 	p.no_perf = true;
 	return p;
 }
@@ -334,10 +336,39 @@ type ContextParams struct {
 	// FlashAttention is -1 (llama.cpp decides), 0 (off) or 1 (on). The
 	// zero value is off.
 	FlashAttention int
+	// KVType is the element type of the KV cache's keys and values. The
+	// zero value is F16, llama.cpp's default.
+	KVType KVType
 	// PerGraphThreads leaves the context without a persistent thread
 	// pool: llama.cpp then starts the CPU threads for every graph. Only
 	// for comparisons (tests, benchmarks); it is slower.
 	PerGraphThreads bool
+}
+
+// KVType is an element type of the KV cache.
+type KVType int
+
+const (
+	// KVF16 stores keys and values as 16-bit floats (llama.cpp's default).
+	KVF16 KVType = iota
+	// KVF32 stores them as 32-bit floats: twice the memory, and no
+	// conversion when the CPU's attention reads them.
+	KVF32
+)
+
+func (t KVType) ggml() C.int {
+	if t == KVF32 {
+		return C.int(C.GGML_TYPE_F32)
+	}
+	return C.int(C.GGML_TYPE_F16)
+}
+
+// String is the type's name as llama.cpp's tools spell it.
+func (t KVType) String() string {
+	if t == KVF32 {
+		return "f32"
+	}
+	return "f16"
 }
 
 // Context is a llama.cpp inference context with its KV memory. It is not
@@ -363,7 +394,7 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 		return nil, fmt.Errorf("llamacpp: n_seq_max %d out of range 1..256", p.NSeqMax)
 	}
 	cp := C.verdict_context_params(C.uint32_t(p.NCtx), C.uint32_t(p.NBatch), C.uint32_t(p.NUBatch),
-		C.uint32_t(p.NSeqMax), C.int32_t(p.Threads), C.bool(p.KVUnified), C.int(p.FlashAttention))
+		C.uint32_t(p.NSeqMax), C.int32_t(p.Threads), C.bool(p.KVUnified), C.int(p.FlashAttention), p.KVType.ggml())
 	c := C.llama_init_from_model(m.m, cp)
 	if c == nil {
 		return nil, fmt.Errorf("llamacpp: create context (n_ctx %d, n_batch %d, n_seq_max %d) failed", p.NCtx, p.NBatch, p.NSeqMax)

@@ -152,9 +152,29 @@ func BenchmarkSharedStateSchedules(b *testing.B) {
 	tok := func(it, i int) Token { // different tokens every iteration
 		return Token(300 + (i*7919+it*13)%min(20000, m.VocabSize()-300))
 	}
-	c, err := NewContext(m, ContextParams{NCtx: 8192, NBatch: 2048, NUBatch: 512, NSeqMax: 128, Threads: 2, KVUnified: true, FlashAttention: 1})
-	require.NoError(b, err)
-	defer c.Free()
+	// VERDICT_BENCH_KV lists the KV cache types to run every mode with
+	// (f16, f32; default f16), interleaved like the modes.
+	kvTypes := []KVType{KVF16}
+	if v := os.Getenv("VERDICT_BENCH_KV"); v != "" {
+		kvTypes = nil
+		for _, name := range strings.Split(v, ",") {
+			switch name {
+			case "f16":
+				kvTypes = append(kvTypes, KVF16)
+			case "f32":
+				kvTypes = append(kvTypes, KVF32)
+			default:
+				b.Fatalf("VERDICT_BENCH_KV: %q is not f16 or f32", name)
+			}
+		}
+	}
+	ctxs := make([]*Context, len(kvTypes))
+	for i, kt := range kvTypes {
+		ctxs[i], err = NewContext(m, ContextParams{NCtx: 8192, NBatch: 2048, NUBatch: 512, NSeqMax: 128, Threads: 2, KVUnified: true, FlashAttention: 1, KVType: kt})
+		require.NoError(b, err)
+		defer ctxs[i].Free()
+	}
+	var c *Context // the context of the mode running
 	bt, err := NewBatch(2048, 1)
 	require.NoError(b, err)
 	defer bt.Free()
@@ -271,29 +291,46 @@ func BenchmarkSharedStateSchedules(b *testing.B) {
 		keep := regexp.MustCompile(re)
 		modes = slices.DeleteFunc(modes, func(md mode) bool { return md.name != "fresh" && !keep.MatchString(md.name) })
 	}
-	us := make([][]float64, len(modes))
+	// Every mode with every KV type, named mode/type when there are several.
+	type run struct {
+		mode
+		kv    int
+		fresh int // the index of the same type's fresh run
+	}
+	var runs []run
+	for ki, kt := range kvTypes {
+		first := len(runs)
+		for _, md := range modes {
+			if len(kvTypes) > 1 {
+				md.name += "/" + kt.String()
+			}
+			runs = append(runs, run{md, ki, first})
+		}
+	}
+	us := make([][]float64, len(runs))
 	it := 0
 	for b.Loop() {
-		for i, md := range modes {
+		for i, r := range runs {
+			c = ctxs[r.kv]
 			c.Clear()
-			if md.setup != nil {
-				md.setup(it*len(modes) + i)
+			if r.setup != nil {
+				r.setup(it*len(runs) + i)
 			}
 			t0 := time.Now()
-			md.run(it*len(modes) + i)
-			us[i] = append(us[i], float64(time.Since(t0).Microseconds())/float64(md.tokens))
+			r.run(it*len(runs) + i)
+			us[i] = append(us[i], float64(time.Since(t0).Microseconds())/float64(r.tokens))
 		}
 		it++
 	}
-	med := make([]float64, len(modes))
-	for i, md := range modes {
+	med := make([]float64, len(runs))
+	for i, r := range runs {
 		slices.Sort(us[i])
 		med[i] = us[i][(len(us[i])-1)/2]
-		b.ReportMetric(med[i], "us/tok-"+md.name)
+		b.ReportMetric(med[i], "us/tok-"+r.name)
 	}
-	for i, md := range modes {
-		if strings.HasPrefix(md.name, "schedule-") || md.name == "fused" {
-			b.ReportMetric(med[0]/med[i], "bound-share-"+strings.TrimPrefix(md.name, "schedule-"))
+	for i, r := range runs {
+		if strings.HasPrefix(r.name, "schedule-") || strings.HasPrefix(r.name, "fused") {
+			b.ReportMetric(med[r.fresh]/med[i], "bound-share-"+strings.TrimPrefix(r.name, "schedule-"))
 		}
 	}
 }
