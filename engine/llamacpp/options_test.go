@@ -109,7 +109,7 @@ func TestOptionsDefaultsOnlyForUnset(t *testing.T) {
 	cpuKV := Options{FlashAttention: "on", PrefixCacheStore: "kv"}.withDefaults()
 	require.Equal(t, 1024, cpuKV.PrefixCacheTokens, "the CPU with the KV store, flash attention or not: 1,024 resident")
 	require.Equal(t, 1024, Options{FlashAttention: "off", PrefixCacheStore: "kv"}.withDefaults().PrefixCacheTokens)
-	require.Equal(t, 512, cpuOn.HeadBatchTokens, "the CPU: one micro-batch of distinct states per sub-round")
+	require.Equal(t, 1, cpuOn.HeadBatchTokens, "the CPU: one fresh state per sub-round")
 	require.Equal(t, 2048, on.HeadBatchTokens, "a GPU: the branch budget")
 	require.Equal(t, 100, Options{HeadBatchTokens: 100}.withDefaults().HeadBatchTokens, "given kept")
 	require.Equal(t, 300, Options{ContextSize: 600}.withDefaults().PrefixCacheTokens, "never above ctx/2")

@@ -107,18 +107,23 @@ func (e *Engine) admit(w *waiting, j *job) {
 	}
 }
 
-// take removes the next sub-round from the front of the queue: at most
-// slots groups (the prefix-cache slots), whose heads' new tokens (what
-// newTokens says is not resident yet) together stay within tokens (at
-// least one group), so that the cells every decode attends over stay few.
-// A head already resident adds no cells, so questions on cached states
-// ride along with a fresh state's prefill.
+// take removes the next sub-round from the front of the queue, in order:
+// at most slots groups (the prefix-cache slots), whose heads' new tokens
+// (what newTokens says the cache does not hold) together stay within
+// tokens, except that the first group with new tokens is taken whatever
+// its length, so that the cells every decode attends over stay few. A
+// cached head adds no new tokens, so questions on cached states ride
+// along with a fresh state's prefill, before or after it in the queue;
+// the first fresh head that does not fit ends the sub-round.
 func (w *waiting) take(slots, tokens int, newTokens func([]llama.Token) int) []*group {
-	n, sum := 0, 0
+	n, sum, fresh := 0, 0, 0
 	for n < len(w.groups) && n < slots {
 		cost := newTokens(w.groups[n].head)
-		if n > 0 && sum+cost > tokens {
+		if cost > 0 && fresh > 0 && sum+cost > tokens {
 			break
+		}
+		if cost > 0 {
+			fresh++
 		}
 		sum += cost
 		n++

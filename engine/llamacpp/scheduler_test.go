@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
 )
 
 // New refuses options out of range (a negative branch budget would spin
@@ -171,9 +173,10 @@ func stateOf(t *testing.T, e *Engine, seed string, n int) string {
 }
 
 // Distinct states waiting together are prefilled together only up to
-// HeadBatchTokens: on the CPU (default: one micro-batch) three ~300-token
-// states are three sub-rounds, each one decode call with its suffix;
-// with a larger budget, as on a GPU, one sub-round and one call.
+// HeadBatchTokens: on the CPU (default: one fresh state per sub-round)
+// three ~150-token states, which one micro-batch would hold, are three
+// sub-rounds, each one decode call with its suffix; with a larger
+// budget, as on a GPU, one sub-round and one call.
 func TestDistinctStatesShareASubRoundUpToTheHeadBudget(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -186,10 +189,10 @@ func TestDistinctStatesShareASubRoundUpToTheHeadBudget(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEngine(t, tc.opts)
-			require.Equal(t, map[string]int{"cpu default": 512, "gpu-like budget": 2048}[tc.name], e.opts.HeadBatchTokens)
+			require.Equal(t, map[string]int{"cpu default": 1, "gpu-like budget": 2048}[tc.name], e.opts.HeadBatchTokens)
 			var ds []decision.Decision
 			for _, seed := range []string{"Printer jam", "Refund due", "Login loop"} {
-				ds = append(ds, routing(seed, stateOf(t, e, seed, 300)))
+				ds = append(ds, routing(seed, stateOf(t, e, seed, 150)))
 			}
 			release := holdLoop(t, e, nil)
 			before := e.Stats().Batches + 1 // the warm-up's call, held
@@ -201,14 +204,64 @@ func TestDistinctStatesShareASubRoundUpToTheHeadBudget(t *testing.T) {
 			for range ds {
 				require.NoError(t, <-errs)
 			}
-			require.Equal(t, tc.calls, e.Stats().Batches-before, "decode calls for three fresh ~300-token states")
+			require.Equal(t, tc.calls, e.Stats().Batches-before, "decode calls for three fresh ~150-token states")
 		})
 	}
 }
 
-// Heads already resident add no cells, so they do not count against the
-// head budget: on the CPU (512 head tokens a sub-round) new questions on
-// two cached ~300-token states ride along with a third, fresh state's
+// take keeps the queue's order and puts at most one fresh head past the
+// budget into a sub-round: cached heads (no new tokens) ride along before
+// and after it, and the first fresh head that does not fit ends the
+// sub-round, so nothing behind it is served first.
+func TestTakeOneFreshHeadPastTheBudget(t *testing.T) {
+	t.Parallel()
+	keys := []string{"c1", "f1", "c2", "f2", "c3", "f3"} // a head's one token is its key's index
+	newTokens := map[string]int{"c1": 0, "f1": 300, "c2": 0, "f2": 200, "c3": 0, "f3": 100}
+	queue := func(ks ...string) *waiting {
+		w := &waiting{byHead: map[string]*group{}}
+		for _, k := range ks {
+			g := &group{key: k, head: []llama.Token{llama.Token(slices.Index(keys, k))}, items: []*item{{}}}
+			w.groups = append(w.groups, g)
+			w.byHead[k] = g
+			w.decisions++
+		}
+		return w
+	}
+	keysOf := func(gs []*group) []string {
+		var ks []string
+		for _, g := range gs {
+			ks = append(ks, g.key)
+		}
+		return ks
+	}
+	for _, tc := range []struct {
+		name   string
+		queue  []string
+		slots  int
+		tokens int
+		want   [][]string
+	}{
+		{"one fresh head a sub-round", []string{"c1", "f1", "c2", "f2", "c3", "f3"}, 16, 1, [][]string{{"c1", "f1", "c2"}, {"f2", "c3"}, {"f3"}}},
+		{"a budget holds two", []string{"f1", "f2", "f3", "c1"}, 16, 500, [][]string{{"f1", "f2"}, {"f3", "c1"}}},
+		{"slots bound cached heads too", []string{"c1", "c2", "c3", "f1"}, 2, 1, [][]string{{"c1", "c2"}, {"c3", "f1"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := queue(tc.queue...)
+			var got [][]string
+			for len(w.groups) > 0 {
+				sub := w.take(tc.slots, tc.tokens, func(h []llama.Token) int { return newTokens[keys[h[0]]] })
+				got = append(got, keysOf(sub))
+			}
+			require.Equal(t, tc.want, got)
+			require.Zero(t, w.decisions)
+			require.Empty(t, w.byHead)
+		})
+	}
+}
+
+// Cached heads add no new tokens, so they do not count against the head
+// budget: on the CPU (one fresh state a sub-round) new questions on two
+// cached ~300-token states ride along with a third, fresh state's
 // prefill — one decode call, where counting whole heads made three.
 func TestCachedStatesRideAlongWithAFreshPrefill(t *testing.T) {
 	t.Parallel()
@@ -216,7 +269,7 @@ func TestCachedStatesRideAlongWithAFreshPrefill(t *testing.T) {
 	// flash attention the branch budget defaults to 256 tokens); the head
 	// budget is the CPU default.
 	e := newEngine(t, Options{BranchBatchTokens: 1024})
-	require.Equal(t, 512, e.opts.HeadBatchTokens)
+	require.Equal(t, 1, e.opts.HeadBatchTokens)
 	var states []string
 	for _, seed := range []string{"Printer jam", "Refund due", "Login loop"} {
 		states = append(states, stateOf(t, e, seed, 300))
