@@ -116,14 +116,11 @@ func (e *Engine) admit(w *waiting, j *job) {
 // along with a fresh state's prefill, before or after it in the queue;
 // the first fresh head that does not fit ends the sub-round.
 func (w *waiting) take(slots, tokens int, newTokens func([]llama.Token) int) []*group {
-	n, sum, fresh := 0, 0, 0
+	n, sum := 0, 0 // sum > 0 once a fresh head is taken
 	for n < len(w.groups) && n < slots {
 		cost := newTokens(w.groups[n].head)
-		if cost > 0 && fresh > 0 && sum+cost > tokens {
+		if cost > 0 && sum > 0 && sum+cost > tokens {
 			break
-		}
-		if cost > 0 {
-			fresh++
 		}
 		sum += cost
 		n++
