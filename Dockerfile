@@ -16,9 +16,9 @@ FROM golang:1.26.8-bookworm AS build
 ARG CPU_TARGET=x86-64-v3
 WORKDIR /src
 COPY . .
-RUN make image-deps LLAMA=upstream
-RUN make llama-src LLAMA=upstream
-RUN make dist LLAMA=upstream DIST=/dist CPU_TARGET=${CPU_TARGET}
+RUN make image-deps
+RUN make llama-src
+RUN make dist DIST=/dist CPU_TARGET=${CPU_TARGET}
 
 FROM debian:12.12-slim
 COPY scripts/image/runtime-deps.sh /usr/local/lib/verdict/runtime-deps.sh

@@ -1,4 +1,4 @@
-//go:build llamacpp
+//go:build cgo
 
 // Package bench measures the engine on fixed workloads: how many tokens it
 // avoids evaluating (shared state prefixes, cached prefixes, batching) and

@@ -1,4 +1,4 @@
-//go:build llamacpp
+//go:build cgo
 
 package bench
 

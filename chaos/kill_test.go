@@ -1,4 +1,4 @@
-//go:build chaos && llamacpp
+//go:build chaos
 
 package chaos
 

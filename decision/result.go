@@ -96,9 +96,6 @@ type ModelIdentity struct {
 	Architecture string `json:"architecture,omitempty"`
 	Quantization string `json:"quantization,omitempty"`
 	ChatTemplate string `json:"chat_template,omitempty"`
-	// Route is how the engine links llama.cpp: "module" (the llama.cpp
-	// the ollama Go module vendors) or "upstream" (the pinned release).
-	Route string `json:"route,omitempty"`
 	// LlamaCpp is the linked llama.cpp's version.
 	LlamaCpp string `json:"llama_cpp,omitempty"`
 	// Backend is the ggml device the model's layers run on: "CPU", or a

@@ -24,9 +24,9 @@ var (
 	// ErrClosed: the scorer has been closed (CodeClosed: queue workers
 	// release the message at once).
 	ErrClosed = decision.NewSentinel(decision.CodeClosed, "engine: closed")
-	// ErrNoEngine: this binary was built without llama.cpp (build with
-	// `make build`, which sets the llamacpp tag and the include paths).
-	ErrNoEngine = errors.New("engine: built without llama.cpp (rebuild with `make build`: -tags llamacpp)")
+	// ErrNoEngine: this binary was built without cgo, so it links no
+	// llama.cpp.
+	ErrNoEngine = errors.New("engine: this verdict was built without cgo, so without llama.cpp: build it with `make build` (or `make llama-lib`, then go build with CGO_ENABLED=1)")
 	// ErrUnsupported: the decision cannot be scored by this model, e.g. its
 	// options cannot all be given answer slots (CodeUnsupported).
 	ErrUnsupported = decision.NewSentinel(decision.CodeUnsupported, "engine: unsupported decision")

@@ -30,7 +30,7 @@ import (
 )
 
 // findRIE locates aws-lambda-rie: $AWS_LAMBDA_RIE, then PATH, then
-// $(go env GOPATH)/bin where .ci/install-lambda-rie.sh puts it.
+// $(go env GOPATH)/bin where scripts/install-lambda-rie.sh (make test) puts it.
 func findRIE(t *testing.T) string {
 	if p := os.Getenv("AWS_LAMBDA_RIE"); p != "" {
 		return p
@@ -45,7 +45,7 @@ func findRIE(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("SKIPPED: aws-lambda-rie is not installed; run .ci/install-lambda-rie.sh (or set AWS_LAMBDA_RIE) to run the bootstrap under the Lambda emulator")
+	t.Skip("SKIPPED: aws-lambda-rie is not installed; run scripts/install-lambda-rie.sh, as make test does (or set AWS_LAMBDA_RIE) to run the bootstrap under the Lambda emulator")
 	return ""
 }
 
@@ -213,8 +213,8 @@ func TestBootstrapUnderEmulator(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 // newScorer returns the real llama.cpp engine over a synthesized model in
-// builds with the llamacpp tag. In builds without it (go test ./lambda/)
-// the engine cannot run, and fakeScorer stands in for it.
+// builds with cgo. In builds without it (CGO_ENABLED=0) the engine cannot
+// run, and fakeScorer stands in for it.
 func newScorer(t *testing.T) worker.Scorer {
 	t.Helper()
 	if !llamacpp.Available {
@@ -250,11 +250,11 @@ func (fakeScorer) Score(_ context.Context, ds []decision.Decision) ([]decision.R
 
 // TestBootstrapNeedsNoCgo checks what `make lambda` relies on: outside the
 // standard library (whose cgo parts have pure-Go fallbacks), no dependency
-// of the bootstrap has cgo files, even with cgo and the llamacpp tag on;
+// of the bootstrap has cgo files, even with cgo on;
 // in particular the engine is not linked.
 func TestBootstrapNeedsNoCgo(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command("go", "list", "-deps", "-tags", "lambda.norpc,llamacpp", "-f", "{{.ImportPath}} {{.Standard}} {{len .CgoFiles}}", "./cmd/bootstrap")
+	cmd := exec.Command("go", "list", "-deps", "-tags", "lambda.norpc", "-f", "{{.ImportPath}} {{.Standard}} {{len .CgoFiles}}", "./cmd/bootstrap")
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	out, err := cmd.CombinedOutput()

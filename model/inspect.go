@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/ollama/ollama/fs/ggml"
 )
 
 // ErrMismatch: a model file's sha256 is not the pinned one.
@@ -43,26 +41,30 @@ func Inspect(path string, hash bool) (*Info, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
-	g, err := ggml.Decode(f, -1)
+	g, err := decodeGGUF(f, st.Size(), true)
 	if err != nil {
 		return nil, fmt.Errorf("model: %s is not a readable GGUF file: %w", path, err)
 	}
-	kv := g.KV()
+	arch, ok := g.Values["general.architecture"].Value.(string)
+	if !ok {
+		arch = "unknown"
+	}
+	ctx, _ := g.uintValue(arch + ".context_length")
 	info := &Info{
 		File: filepath.Base(path), Path: path, SizeBytes: st.Size(),
-		Name:         kv.String("general.name"),
-		Architecture: kv.Architecture(),
-		VocabSize:    len(kv.Strings("tokenizer.ggml.tokens")),
-		ContextLen:   kv.ContextLength(),
-		ChatTemplate: kv.ChatTemplate() != "",
+		Name:         g.stringValue("general.name"),
+		Architecture: arch,
+		VocabSize:    len(g.stringsValue("tokenizer.ggml.tokens")),
+		ContextLen:   ctx,
+		ChatTemplate: g.stringValue("tokenizer.chat_template") != "",
 	}
 	counts := map[string]uint64{}
-	for _, t := range g.Tensors().Items() {
+	for _, t := range g.Tensors {
 		n := t.Elements()
 		info.Parameters += n
-		counts[ggml.TensorType(t.Kind).String()] += n
+		counts[t.Type.String()] += n
 	}
-	info.Quantization = quantization(kv, counts)
+	info.Quantization = quantization(&g.ggufMeta, counts)
 	if hash {
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return nil, fmt.Errorf("model: %w", err)
@@ -78,12 +80,10 @@ func Inspect(path string, hash bool) (*Info, error) {
 
 // quantization names the file type: general.file_type when present,
 // otherwise the tensor type holding most parameters.
-func quantization(kv ggml.KV, counts map[string]uint64) string {
-	if v, ok := kv["general.file_type"]; ok {
-		if t, ok := v.(uint32); ok {
-			if s := ggml.FileType(t).String(); s != "" && !strings.Contains(strings.ToLower(s), "unknown") {
-				return s
-			}
+func quantization(m *ggufMeta, counts map[string]uint64) string {
+	if ft, ok := m.uintValue("general.file_type"); ok {
+		if s := fileTypeName(ft); s != "" {
+			return s
 		}
 	}
 	best, bestN := "unknown", uint64(0)

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ollama/ollama/fs/ggml"
 	"github.com/stretchr/testify/require"
 )
 
@@ -54,24 +53,21 @@ func TestQwen35SynthIsDeterministic(t *testing.T) {
 }
 
 // ggufTensors decodes a file's tensors: name → tensor, plus the data offset.
-func ggufTensors(t *testing.T, path string) (map[string]*ggml.Tensor, uint64) {
+func ggufTensors(t *testing.T, path string) (map[string]ggufTensorInfo, uint64) {
 	t.Helper()
-	f, err := os.Open(path)
+	g, err := readGGUF(path)
 	require.NoError(t, err)
-	defer f.Close()
-	g, err := ggml.Decode(f, -1)
-	require.NoError(t, err)
-	m := map[string]*ggml.Tensor{}
-	for _, tt := range g.Tensors().Items() {
+	m := map[string]ggufTensorInfo{}
+	for _, tt := range g.Tensors {
 		m[tt.Name] = tt
 	}
-	return m, g.Tensors().Offset
+	return m, g.DataOffset
 }
 
 // f32Values reads an F32 tensor's values.
-func f32Values(t *testing.T, path string, tt *ggml.Tensor, dataOffset uint64) []float32 {
+func f32Values(t *testing.T, path string, tt ggufTensorInfo, dataOffset uint64) []float32 {
 	t.Helper()
-	require.Equal(t, uint32(0), tt.Kind, "%s is F32", tt.Name)
+	require.Equal(t, ggmlF32, tt.Type, "%s is F32", tt.Name)
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
@@ -123,7 +119,7 @@ func TestQwen35TinyTensorsPerLayerKind(t *testing.T) {
 	got := map[string][]uint64{}
 	for n, tt := range ts {
 		got[n] = tt.Shape
-		require.Equal(t, uint32(0), tt.Kind, "tiny is all F32: %s", n)
+		require.Equal(t, ggmlF32, tt.Type, "tiny is all F32: %s", n)
 	}
 	require.Equal(t, want, got)
 	require.Equal(t, want, Qwen35Shapes["tiny"].TensorShapes(1024))
@@ -341,7 +337,7 @@ func TestReadGGUFMetaKeepsTypes(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "meta.gguf")
 	// Through the writer verdict uses: every type it writes comes back as is.
-	kv := ggml.KV{
+	kv := map[string]any{
 		"general.architecture": "llama",
 		"general.u32":          uint32(7),
 		"general.i32":          int32(-7),
@@ -358,7 +354,7 @@ func TestReadGGUFMetaKeepsTypes(t *testing.T) {
 	}
 	f, err := os.Create(p)
 	require.NoError(t, err)
-	require.NoError(t, ggml.WriteGGUF(f, kv, nil))
+	require.NoError(t, writeGGUF(f, kv, nil))
 	require.NoError(t, f.Close())
 	m, err := readGGUFMeta(p)
 	require.NoError(t, err)
@@ -464,7 +460,7 @@ func llamaVocabDir(t *testing.T) string {
 	t.Helper()
 	src := LlamaSourceDir()
 	if src == "" {
-		t.Skip("no llama.cpp source tree (set VERDICT_LLAMA_SRC, or have .verdict/llama.cpp/src under the module root): its models/ggml-vocab-*.gguf are the real vocabularies these tests copy")
+		t.Skip("no llama.cpp source tree (make llama-lib fetches the pinned one; or set VERDICT_LLAMA_SRC): its models/ggml-vocab-*.gguf are the real vocabularies these tests copy")
 	}
 	return filepath.Join(src, "models")
 }

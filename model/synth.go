@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-
-	"github.com/ollama/ollama/fs/ggml"
 )
 
 // Shape is the size of a synthetic model.
@@ -154,7 +152,7 @@ func Synth(path string, o SynthOptions) error {
 	if o.Chat != "" {
 		name += "-" + o.Chat
 	}
-	kv := ggml.KV{
+	kv := map[string]any{
 		"general.architecture":                   "llama",
 		"general.name":                           name,
 		"general.file_type":                      fileType,
@@ -206,7 +204,7 @@ func Synth(path string, o SynthOptions) error {
 }
 
 // tensorList collects the tensors of a synthetic model.
-type tensorList []*ggml.Tensor
+type tensorList []ggufTensor
 
 // add appends a tensor of deterministic values with standard deviation
 // std (0: all ones), F16 or F32.
@@ -216,16 +214,16 @@ func (ts *tensorList) add(seed uint64, name string, shape []uint64, std float32,
 
 // addFill appends a tensor written by r, whose element count it sets.
 func (ts *tensorList) addFill(name string, shape []uint64, f16 bool, r *randomTensor) {
-	kind := uint32(0)
+	typ := ggmlF32
 	if f16 {
-		kind = 1
+		typ = ggmlF16
 	}
 	n := uint64(1)
 	for _, d := range shape {
 		n *= d
 	}
 	r.n = n
-	*ts = append(*ts, &ggml.Tensor{Name: name, Kind: kind, Shape: shape, WriterTo: r})
+	*ts = append(*ts, ggufTensor{Name: name, Type: typ, Shape: shape, Data: r})
 }
 
 // inv is 1/√fan, the scale that keeps a projection's outputs near unit size.
@@ -233,14 +231,14 @@ func inv(fan uint64) float32 { return float32(1 / math.Sqrt(float64(fan))) }
 
 // writeGGUFFile writes a GGUF beside path and renames it into place, so a
 // reader never sees half a model.
-func writeGGUFFile(path string, kv ggml.KV, ts []*ggml.Tensor) error {
+func writeGGUFFile(path string, kv map[string]any, ts []ggufTensor) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, ".synth-*.gguf")
 	if err != nil {
 		return fmt.Errorf("model: synth: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
-	if err := ggml.WriteGGUF(tmp, kv, ts); err != nil {
+	if err := writeGGUF(tmp, kv, ts); err != nil {
 		tmp.Close()
 		return fmt.Errorf("model: synth: write %s: %w", path, err)
 	}

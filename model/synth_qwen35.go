@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-
-	"github.com/ollama/ollama/fs/ggml"
 )
 
 // Qwen35Shape is the size of a synthetic Qwen3.5 hybrid model (llama.cpp
@@ -137,7 +135,7 @@ func synthQwen35(path string, o SynthOptions) error {
 	if sh.F16 {
 		fileType = 1
 	}
-	kv := ggml.KV{}
+	kv := map[string]any{}
 	var nVocab int
 	if o.Vocab != "" {
 		vocab, err := loadVocabFor(o)

@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-
-	"github.com/ollama/ollama/fs/ggml"
 )
 
 // Vocab is a real model's tokenizer, read from a GGUF file (typically a
@@ -94,7 +92,7 @@ func (v *Vocab) HasToken(tok string) bool {
 }
 
 // apply replaces kv's tokenizer with the vocabulary's.
-func (v *Vocab) apply(kv ggml.KV) {
+func (v *Vocab) apply(kv map[string]any) {
 	for k := range kv {
 		if strings.HasPrefix(k, "tokenizer.") {
 			delete(kv, k)
@@ -128,7 +126,8 @@ func fileSHA256(path string) (string, error) {
 }
 
 // LlamaSourceDir is where the pinned llama.cpp source tree lives: the
-// VERDICT_LLAMA_SRC environment variable, or .verdict/llama.cpp/src under
+// VERDICT_LLAMA_SRC environment variable, or .verdict/llama/src (the
+// source beside the library that make llama-lib links there) under
 // the module root found from the working directory upwards. It returns ""
 // when neither names an existing directory.
 func LlamaSourceDir() string {
@@ -144,7 +143,7 @@ func LlamaSourceDir() string {
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			d := filepath.Join(dir, ".verdict", "llama.cpp", "src")
+			d := filepath.Join(dir, ".verdict", "llama", "src")
 			if st, err := os.Stat(d); err == nil && st.IsDir() {
 				return d
 			}
@@ -173,7 +172,7 @@ func ResolveVocab(name string) (string, error) {
 	}
 	src := LlamaSourceDir()
 	if src == "" {
-		return "", fmt.Errorf("model: vocab: %s is not a file, and no llama.cpp source tree is there to look it up in (set VERDICT_LLAMA_SRC)", name)
+		return "", fmt.Errorf("model: vocab: %s is not a file, and no llama.cpp source tree is there to look it up in (make llama-lib fetches the pinned one, or set VERDICT_LLAMA_SRC)", name)
 	}
 	p := filepath.Join(src, "models", "ggml-vocab-"+name+".gguf")
 	if _, err := os.Stat(p); err != nil {

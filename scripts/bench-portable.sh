@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The images' portable CPU build against a native one, side by side:
 # `verdict bench` W0 (prefill) on the llama `small` shape with
-#   native   — make build LLAMA=upstream (static, -march=native)
+#   native   — make build (static, -march=native)
 #   portable — make dist (the images' files: LINK=dynamic, x86-64-v3)
 # interleaved in ROUNDS rounds; median and min–max of each figure.
 #
@@ -15,12 +15,12 @@ DATA="${DATA:-.verdict}"
 out="${OUT:-$DATA/bench-portable}"
 rm -rf "$out" && mkdir -p "$out" "$DATA/models"
 
-make --no-print-directory build LLAMA=upstream BIN=bin/upstream >/dev/null
+make --no-print-directory build BIN=bin/native >/dev/null
 make --no-print-directory dist DIST="$DATA/dist-portable" CPU_TARGET=x86-64-v3 >/dev/null
 llama="$DATA/models/verdict-synth-small-seed1.gguf"
-[ -f "$llama" ] || bin/upstream/verdict model synth --shape small --seed 1 -o "$llama" >/dev/null
+[ -f "$llama" ] || bin/native/verdict model synth --shape small --seed 1 -o "$llama" >/dev/null
 
-configs=("native bin/upstream/verdict" "portable-x86-64-v3 $DATA/dist-portable/bin/verdict")
+configs=("native bin/native/verdict" "portable-x86-64-v3 $DATA/dist-portable/bin/verdict")
 for r in $(seq 1 "$ROUNDS"); do
 	for c in "${configs[@]}"; do
 		set -- $c

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${DATA:-.verdict}"
-LLAMA_DIR="${LLAMA_DIR:-$DATA/llama.cpp}"
+LLAMA_DIR="${LLAMA_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/verdict/llama.cpp}"
 out="$DATA/gpu-bundle"
 rm -rf "$out" && mkdir -p "$out"
 make --no-print-directory dist DIST="$out/dist" CPU_TARGET=x86-64-v3 >/dev/null

@@ -5,7 +5,7 @@
 # loadable ggml backends, and the pinned llama.cpp source as a git bundle),
 # builds the pinned llama.cpp with the CUDA backend there for the GPU it
 # finds, puts those libraries beside the binary, and then:
-#   1. prints `verdict version` (route, llama.cpp, devices: the GPU must be one);
+#   1. prints `verdict version` (llama.cpp, devices: the GPU must be one);
 #   2. scores the same decisions with every layer on the GPU and on the CPU
 #      (--gpu-layers -1 and 0): the chosen option must be the same for each
 #      decision; prints the largest |Δp|;

@@ -1,5 +1,5 @@
 // Package peer measures verdict against the server users would run
-// instead: llama-server of the pinned upstream llama.cpp, on the same GGUF
+// instead: llama-server of the pinned llama.cpp, on the same GGUF
 // with the same threads, each driven through its natural API — verdict
 // with one System One request per state and with one SemIf decision per
 // request; llama-server with one /completion per question (n_predict 1,

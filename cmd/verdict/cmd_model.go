@@ -54,7 +54,7 @@ func runModelSynth(args []string) error {
 	shape := fs.String("shape", "tiny", "model shape: llama "+strings.Join(model.ShapeNamesFor(model.ArchLlama), ", ")+"; qwen35 "+strings.Join(model.ShapeNamesFor(model.ArchQwen35), ", "))
 	seed := fs.Uint64("seed", 1, "random seed; the same seed writes the same bytes")
 	chat := fs.String("chat", "", "embed a chat template: chatml or llama3 (default none; with --vocab only when the vocabulary has none)")
-	vocab := fs.String("vocab", "", "carry the tokenizer of this GGUF (e.g. llama.cpp's models/ggml-vocab-qwen35.gguf, or just qwen35 to find it in $VERDICT_LLAMA_SRC or .verdict/llama.cpp/src)")
+	vocab := fs.String("vocab", "", "carry the tokenizer of this GGUF (e.g. llama.cpp's models/ggml-vocab-qwen35.gguf, or just qwen35 to find it in $VERDICT_LLAMA_SRC or the pinned source that make llama-lib fetches)")
 	out := fs.String("o", "", "output file (required)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -102,38 +102,26 @@ func runModelInspect(args []string) error {
 	if err != nil {
 		return err
 	}
-	var loads []string
-	for _, r := range []string{llamacpp.RouteModule, llamacpp.RouteUpstream} {
-		if llamacpp.CheckArchitecture(r, info.Architecture) == nil {
-			loads = append(loads, r)
-		}
+	var unknown error
+	if err := llamacpp.CheckArchitecture(info.Architecture); err != nil {
+		unknown = err
 	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
 			*model.Info
-			LoadsWith []string `json:"loads_with"`
-			ThisBuild string   `json:"this_build"`
-		}{info, loads, llamacpp.Route})
+			Loads     bool   `json:"loads"`
+			LlamaCpp  string `json:"llama_cpp"`
+			NotLoaded string `json:"not_loaded,omitempty"`
+		}{info, unknown == nil, llamacpp.LlamaCppVersion, errString(unknown)})
 	}
 	defer func() {
-		this := llamacpp.Route
-		if this == "" {
-			this = "none (built without llama.cpp)"
-		} else if err := llamacpp.CheckArchitecture(this, info.Architecture); err != nil {
-			this += ": " + err.Error()
-		} else {
-			this += ": loads it"
+		loads := "yes, with " + llamacpp.LlamaCppVersion
+		if unknown != nil {
+			loads = "no: " + unknown.Error()
 		}
-		with := "no verdict build (unknown architecture)"
-		switch len(loads) {
-		case 1:
-			with = "the " + loads[0] + " route"
-		case 2:
-			with = "the " + loads[0] + " and " + loads[1] + " routes"
-		}
-		fmt.Printf("loads with    %s\nthis build    %s\n", with, this)
+		fmt.Printf("loads         %s\n", loads)
 	}()
 	tmpl := "no"
 	if info.ChatTemplate {
@@ -251,4 +239,12 @@ func quantizeTo(in, out, typ string, threads int) (*model.Info, error) {
 		return nil, fmt.Errorf("the quantized file does not read back: %w", err)
 	}
 	return info, os.Rename(tmp, out)
+}
+
+// errString is err's message, or "" for nil.
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

@@ -1,4 +1,4 @@
-//go:build llamacpp
+//go:build cgo
 
 package main
 
@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/verdict-dev/verdict/engine/llamacpp"
 
 	"github.com/verdict-dev/verdict/reqstatus"
 	"github.com/verdict-dev/verdict/sink"
@@ -35,10 +34,9 @@ type upProcess struct {
 	done chan error
 }
 
-// buildVerdict builds the command with llama.cpp, as `make build` does:
-// the test runs under the Makefile's CGO flags, and the binary gets the
-// build tags of the route this test binary was built for. It is built once
-// per test binary.
+// buildVerdict builds the command with llama.cpp, as `make build` does
+// (plain go build: the binding finds the library through .verdict/llama).
+// It is built once per test binary.
 func buildVerdict(t *testing.T) string {
 	t.Helper()
 	builtVerdict.once.Do(func() {
@@ -48,13 +46,9 @@ func buildVerdict(t *testing.T) string {
 			return
 		}
 		bin := filepath.Join(dir, "verdict")
-		tags := "llamacpp"
-		if llamacpp.Route == llamacpp.RouteUpstream {
-			tags = "llamacpp,upstream"
-		}
-		out, err := exec.Command("go", "build", "-tags", tags, "-o", bin, ".").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 		if err != nil {
-			builtVerdict.err = fmt.Errorf("go build -tags %s: %v: %s", tags, err, out)
+			builtVerdict.err = fmt.Errorf("go build: %v: %s", err, out)
 			return
 		}
 		builtVerdict.path = bin

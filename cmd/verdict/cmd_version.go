@@ -13,16 +13,16 @@ import (
 )
 
 func init() {
-	register(command{name: "version", summary: "print the version, the llama.cpp route, its backends and CPU features", runFunc: runVersion})
+	register(command{name: "version", summary: "print the version, the linked llama.cpp, its backends and CPU features", runFunc: runVersion})
 }
 
 // versionInfo is what `verdict version --json` prints.
 type versionInfo struct {
-	Verdict  string              `json:"verdict"`
-	Go       string              `json:"go"`
-	Platform string              `json:"platform"`
-	Engine   llamacpp.BuildInfo  `json:"engine"`
-	Archs    map[string][]string `json:"architectures,omitempty"`
+	Verdict  string             `json:"verdict"`
+	Go       string             `json:"go"`
+	Platform string             `json:"platform"`
+	Engine   llamacpp.BuildInfo `json:"engine"`
+	Archs    []string           `json:"architectures,omitempty"`
 }
 
 func runVersion(_ context.Context, args []string) error {
@@ -33,8 +33,8 @@ func runVersion(_ context.Context, args []string) error {
 		return err
 	}
 	v := versionInfo{Verdict: buildVersion(), Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, Engine: llamacpp.Info()}
-	if *archs && v.Engine.Route != "" {
-		v.Archs = map[string][]string{v.Engine.Route: llamacpp.RouteArchitectures(v.Engine.Route)}
+	if *archs && v.Engine.LlamaCpp != "" {
+		v.Archs = llamacpp.Architectures()
 	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
@@ -42,17 +42,17 @@ func runVersion(_ context.Context, args []string) error {
 		return enc.Encode(v)
 	}
 	fmt.Printf("verdict       %s (%s, %s)\n", v.Verdict, v.Go, v.Platform)
-	if v.Engine.Route == "" {
-		fmt.Println("llama.cpp     none: built without the llamacpp tag (make build links it)")
+	if v.Engine.LlamaCpp == "" {
+		fmt.Println("llama.cpp     none: built without cgo (make build links " + llamacpp.LlamaCppVersion + ")")
 		return nil
 	}
-	fmt.Printf("route         %s\nllama.cpp     %s\n", v.Engine.Route, v.Engine.LlamaCpp)
+	fmt.Printf("llama.cpp     %s\n", v.Engine.LlamaCpp)
 	for _, d := range v.Engine.Devices {
 		fmt.Printf("device        %s: %s (%s)\n", d.Name, d.Description, d.Kind)
 	}
 	fmt.Printf("cpu features  %s\n", v.Engine.CPUFeatures)
 	if *archs {
-		fmt.Printf("architectures %s\n", strings.Join(v.Archs[v.Engine.Route], " "))
+		fmt.Printf("architectures %s\n", strings.Join(v.Archs, " "))
 	}
 	return nil
 }

@@ -2,8 +2,8 @@ package enginetest
 
 import "github.com/verdict-dev/verdict/engine/llamacpp"
 
-// drift is that of engines started with default options (the upstream
-// route's CPU default is flash attention): see llamacpp.DriftOf.
+// drift is that of engines started with default options (flash attention
+// on, the default): see llamacpp.DriftOf.
 var drift = llamacpp.DriftOf(llamacpp.Options{})
 
 // ProbTol is tol, a bound on how far the same decision's probabilities

@@ -2,34 +2,12 @@
 
 package llamacpp
 
-// moduleArchs are the architectures the module route (ollama v0.17.4's
-// llama.cpp, commit ec98e2002) loads.
-var moduleArchs = []string{
-	"afmoe", "apertus", "arcee", "arctic", "arwkv7", "baichuan",
-	"bailingmoe", "bailingmoe2", "bert", "bitnet", "bloom", "chameleon",
-	"chatglm", "codeshell", "cogvlm", "cohere2", "command-r", "dbrx",
-	"deci", "deepseek", "deepseek2", "dots1", "dream", "ernie4_5",
-	"ernie4_5-moe", "exaone", "exaone4", "falcon", "falcon-h1", "gemma",
-	"gemma-embedding", "gemma2", "gemma3", "gemma3n", "glm4", "glm4moe",
-	"gpt-oss", "gpt2", "gptj", "gptneox", "granite", "granitehybrid",
-	"granitemoe", "grok", "grovemoe", "hunyuan-dense", "hunyuan-moe", "internlm2",
-	"jais", "jamba", "jina-bert-v2", "jina-bert-v3", "lfm2", "lfm2moe",
-	"llada", "llada-moe", "llama", "llama4", "mamba", "mamba2",
-	"minicpm", "minicpm3", "minimax-m2", "mistral3", "mpt", "nemotron",
-	"nemotron_h", "nemotron_h_moe", "neo-bert", "nomic-bert", "nomic-bert-moe", "olmo",
-	"olmo2", "olmoe", "openelm", "orion", "pangu-embedded", "phi2",
-	"phi3", "phimoe", "plamo", "plamo2", "plm", "qwen",
-	"qwen2", "qwen2moe", "qwen2vl", "qwen3", "qwen3moe", "qwen3next",
-	"qwen3vl", "qwen3vlmoe", "refact", "rnd1", "rwkv6", "rwkv6qwen2",
-	"rwkv7", "seed_oss", "smallthinker", "smollm3", "solar", "stablelm",
-	"starcoder", "starcoder2", "t5", "t5encoder", "wavtokenizer-dec", "xverse"}
+// pinnedRelease names the llama.cpp release in scripts/llama.cpp/pin.
+const pinnedRelease = "v0.5.0 (tree fd570ef54b10)"
 
-// upstreamPin names the pinned upstream release (scripts/llama.cpp/pin).
-const upstreamPin = "v0.5.0 (tree fd570ef54b10)"
-
-// upstreamArchs are the architectures the upstream route (llama.cpp
-// v0.5.0, tree fd570ef54b10) loads.
-var upstreamArchs = []string{
+// architectures are the model architectures llama.cpp v0.5.0 (tree
+// fd570ef54b10) loads.
+var architectures = []string{
 	"afmoe", "apertus", "arcee", "arctic", "arwkv7", "baichuan",
 	"bailingmoe", "bailingmoe2", "bailingmoe3", "bert", "bitnet", "bloom",
 	"chameleon", "chatglm", "codeshell", "cogvlm", "cohere2", "cohere2moe",

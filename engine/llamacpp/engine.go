@@ -1,4 +1,4 @@
-//go:build llamacpp
+//go:build cgo
 
 package llamacpp
 
@@ -106,7 +106,10 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckArchitecture(Route, info.Architecture); err != nil {
+	if err := llama.CheckPin(); err != nil {
+		return nil, err
+	}
+	if err := CheckArchitecture(info.Architecture); err != nil {
 		return nil, err
 	}
 	build := Info()
@@ -179,13 +182,13 @@ func New(opts Options) (*Engine, error) {
 	e.identity = decision.ModelIdentity{
 		File: filepath.Base(opts.ModelPath), SHA256: info.SHA256, Name: name,
 		Architecture: arch, Quantization: info.Quantization, ChatTemplate: string(e.family),
-		Route: build.Route, LlamaCpp: build.LlamaCpp, Backend: backendFor(build.Devices, opts.GPULayers), Memory: memory,
+		LlamaCpp: build.LlamaCpp, Backend: backendFor(build.Devices, opts.GPULayers), Memory: memory,
 	}
 	for s := opts.PrefixCacheSlots; s < lctx.NSeqMax(); s++ {
 		e.free = append(e.free, s)
 	}
 	slog.Info("llamacpp: model loaded", "file", e.identity.File, "sha256", info.SHA256, "arch", arch,
-		"quant", info.Quantization, "chat", e.family, "memory", memory, "route", build.Route, "llama_cpp", build.LlamaCpp,
+		"quant", info.Quantization, "chat", e.family, "memory", memory, "llama_cpp", build.LlamaCpp,
 		"backend", e.identity.Backend, "devices", deviceNames(build.Devices), "cpu_features", build.CPUFeatures,
 		"n_ctx", lctx.NCtx(), "n_batch", lctx.NBatch(), "n_seq_max", lctx.NSeqMax(), "seq_state_bytes", stateBytes,
 		"threads", opts.Threads, "flash_attn", opts.FlashAttention, "mmap", opts.Mmap, "weights_hugepages_mib", max(0, hugeAfter-hugeBefore)>>20,

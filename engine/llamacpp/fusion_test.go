@@ -1,4 +1,4 @@
-//go:build llamacpp
+//go:build cgo
 
 package llamacpp
 
@@ -40,7 +40,7 @@ func batchesOf(e *Engine, fn func()) int64 {
 // decoded (from branches copied off the cache).
 func TestTailsAreDecodedWithTheirState(t *testing.T) {
 	t.Parallel()
-	// Room for all tails in one call on either route (without flash
+	// Room for all tails in one call whatever the options (without flash
 	// attention the default branch budget is smaller).
 	e := newEngine(t, Options{BranchBatchTokens: 2048})
 	state := "A customer cannot log in after the password reset; the reset email arrived twice."

@@ -1,4 +1,4 @@
-//go:build llamacpp && upstream
+//go:build cgo
 
 package llamacpp
 
@@ -78,7 +78,6 @@ func TestHybridModelIsRecognised(t *testing.T) {
 	id := e.Identity()
 	require.Equal(t, "qwen35", id.Architecture)
 	require.Equal(t, "hybrid", id.Memory)
-	require.Equal(t, RouteUpstream, id.Route)
 	require.Contains(t, id.LlamaCpp, "v0.5.0")
 	require.Equal(t, "CPU", id.Backend)
 	// n_seq_max was sized from the measured per-sequence state.

@@ -1,4 +1,4 @@
-//go:build llamacpp
+//go:build cgo
 
 package llamacpp
 
@@ -13,7 +13,7 @@ const Available = true
 // Info initialises the backends (loading extra ones from
 // VERDICT_GGML_LIB_PATH) and describes the build.
 func Info() BuildInfo {
-	bi := BuildInfo{Route: Route, LlamaCpp: llamaVersion(), CPUFeatures: llama.SystemInfo()}
+	bi := BuildInfo{LlamaCpp: llama.Version(), CPUFeatures: llama.SystemInfo()}
 	for _, d := range llama.Devices() {
 		bi.Devices = append(bi.Devices, Device{Name: d.Name, Description: d.Description, Kind: d.Kind})
 	}

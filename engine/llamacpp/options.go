@@ -64,9 +64,8 @@ type Options struct {
 	// models) or "auto": host on the CPU (GPULayers 0) for models without
 	// recurrent layers, else kv. Defaults to "auto".
 	PrefixCacheStore string
-	// FlashAttention is "on", "off" or "auto": on with GPU offload; on the
-	// CPU (GPULayers 0), what was measured faster for the route's
-	// llama.cpp (cpuFlashAttention). Defaults to "auto".
+	// FlashAttention is "on", "off" or "auto" (the default), which is on:
+	// on the CPU too, where it was measured as fast or faster.
 	FlashAttention string
 	// BranchBatchTokens bounds the question-suffix tokens decoded together
 	// in one call. Branches of other sequences in the same call share the
@@ -120,22 +119,21 @@ func (o Options) withDefaults() Options {
 			o.Mmap = "off"
 		}
 	}
+	// "auto" is on, on the CPU too: llama.cpp's flash attention skips the
+	// masked cells of other sequences in the unified KV cache, so it is as
+	// fast as the plain path for prefill and faster on shared-state and
+	// batched work (docs/performance.md; verdict bench --flash-attn).
 	if o.FlashAttention == "" || o.FlashAttention == "auto" {
-		o.FlashAttention = "off"
-		if o.GPULayers != 0 || cpuFlashAttention(Route) {
-			o.FlashAttention = "on"
-		}
+		o.FlashAttention = "on"
 	}
 	// In the unified KV cache every decode attends over every resident
 	// cell, masking out other sequences'. The plain path computes the
 	// masked cells, so without flash attention decode fewer sequences
 	// together: every tail token of a call widens the cells each of the
 	// call's tokens attends over, and that costs more than a call's fixed
-	// work saves (module route, W1: a state's 21 questions in calls of
-	// 256 tail tokens 0.97x of one at a time, of 128 1.13x). Flash attention skips masked tiles, but on the CPU only
-	// after reading their mask, per head and layer: 4,096 resident tokens
-	// slow a 450-token prefill there by ~10%. So on the CPU keep fewer
-	// cells resident (the README, Performance).
+	// work saves (docs/performance.md). Flash attention skips masked
+	// tiles, but on the CPU only after reading their mask, per head and
+	// layer, so on the CPU keep fewer cells resident there too.
 	if o.FlashAttention == "off" {
 		def(&o.BranchBatchTokens, min(128, o.BatchSize))
 	}
@@ -164,15 +162,6 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
-
-// cpuFlashAttention is "auto" on the CPU for a route, as measured side by
-// side on the same workloads (README, Performance; `verdict bench
-// --flash-attn on|off`): the pinned upstream llama.cpp's CPU flash
-// attention is as fast as the plain path for prefill and faster on
-// shared-state and batched work, because it skips the masked cells of
-// other sequences in the unified KV cache; the module route's older
-// kernels are 9% slower with it for prefill, so there it stays off.
-func cpuFlashAttention(route string) bool { return route == RouteUpstream }
 
 // OptionError is an option given out of range: Field is its name in
 // Options, Problem what is wrong with the value. Commands map Field to
@@ -208,7 +197,7 @@ func (o Options) validate() error {
 	case o.MaxSequences < 3 || o.MaxSequences > 256:
 		return optionErr("MaxSequences", "must be 3..256, got %d", o.MaxSequences)
 	case o.BatchSize < o.MaxSequences:
-		// llama.cpp (upstream) reserves an output row per sequence within
+		// llama.cpp reserves an output row per sequence within
 		// n_batch and aborts the process when they do not fit.
 		return optionErr("BatchSize", "must be >= MaxSequences (%d), got %d", o.MaxSequences, o.BatchSize)
 	case o.ContextSize < o.MaxSequences:

@@ -88,10 +88,7 @@ func TestOptionsDefaultsOnlyForUnset(t *testing.T) {
 	require.Equal(t, 100, Options{FlashAttention: "off", BatchSize: 100, UBatchSize: 100}.withDefaults().BranchBatchTokens, "the plain path: 128, or the batch when less")
 	require.Equal(t, 200, Options{FlashAttention: "on", BatchSize: 200, UBatchSize: 200}.withDefaults().BranchBatchTokens, "flash attention: the batch")
 	require.Equal(t, 1024, Options{BatchSize: 512, UBatchSize: 512, BranchBatchTokens: 1024}.withDefaults().BranchBatchTokens, "given budget kept (and refused by validate)")
-	require.Equal(t, map[bool]string{true: "on", false: "off"}[Route == RouteUpstream], Options{}.withDefaults().FlashAttention,
-		"auto on the CPU: on for the upstream route, off for the module route")
-	require.False(t, cpuFlashAttention(RouteModule))
-	require.True(t, cpuFlashAttention(RouteUpstream))
+	require.Equal(t, "on", Options{}.withDefaults().FlashAttention, "auto: on, on the CPU too")
 	on := Options{GPULayers: -1}.withDefaults()
 	require.Equal(t, "on", on.FlashAttention)
 	require.Equal(t, 2048, on.BranchBatchTokens)
@@ -121,6 +118,5 @@ func TestDriftOf(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, Drift{}, DriftOf(Options{FlashAttention: "off"}))
 	require.Equal(t, Drift{Logits: 1e-2, Probabilities: 1e-3, LabelSums: 8e-2}, DriftOf(Options{FlashAttention: "on"}))
-	require.Equal(t, DriftOf(Options{FlashAttention: map[bool]string{true: "on", false: "off"}[Route == RouteUpstream]}), DriftOf(Options{}),
-		"auto follows the route's CPU choice")
+	require.Equal(t, DriftOf(Options{FlashAttention: "on"}), DriftOf(Options{}), "auto is on")
 }

@@ -1,4 +1,4 @@
-//go:build llamacpp
+//go:build cgo
 
 package llamacpp
 
@@ -185,7 +185,7 @@ func TestDistinctStatesShareASubRoundUpToTheHeadBudget(t *testing.T) {
 		calls int64
 	}{
 		{"cpu default", Options{}, 3},
-		{"gpu-like budget", Options{HeadBatchTokens: 2048, BranchBatchTokens: 2048}, 1}, // the suffixes fit one call on either route
+		{"gpu-like budget", Options{HeadBatchTokens: 2048, BranchBatchTokens: 2048}, 1}, // the suffixes fit one call
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEngine(t, tc.opts)
@@ -265,8 +265,8 @@ func TestTakeOneFreshHeadPastTheBudget(t *testing.T) {
 // prefill — one decode call, where counting whole heads made three.
 func TestCachedStatesRideAlongWithAFreshPrefill(t *testing.T) {
 	t.Parallel()
-	// Room for the three suffixes in one call on either route (without
-	// flash attention the branch budget defaults to 256 tokens); the head
+	// Room for the three suffixes in one call whatever the options
+	// (without flash attention the branch budget defaults to 128 tokens); the head
 	// budget is the CPU default.
 	e := newEngine(t, Options{BranchBatchTokens: 1024})
 	require.Equal(t, 1, e.opts.HeadBatchTokens)

@@ -1,4 +1,4 @@
-//go:build !llamacpp
+//go:build !cgo
 
 package llamacpp
 
@@ -12,16 +12,14 @@ import (
 // Available reports whether this binary embeds llama.cpp.
 const Available = false
 
-// Route is empty: this binary links no llama.cpp.
-const Route = ""
-
 // Info describes a build without llama.cpp.
 func Info() BuildInfo { return BuildInfo{} }
 
-// Engine is unavailable in builds without the llamacpp tag.
+// Engine is unavailable in builds without cgo.
 type Engine struct{}
 
-// New always fails with engine.ErrNoEngine in builds without the llamacpp tag.
+// New always fails with engine.ErrNoEngine in builds without cgo: the
+// error says how to build a binary that links llama.cpp.
 func New(Options) (*Engine, error) { return nil, engine.ErrNoEngine }
 
 // Score always fails with engine.ErrNoEngine.
@@ -38,8 +36,8 @@ func (*Engine) Stats() Stats { return Stats{} }
 // Close does nothing.
 func (*Engine) Close() error { return nil }
 
-// Quantize always fails with engine.ErrNoEngine in builds without the
-// llamacpp tag (after checking the type name).
+// Quantize always fails with engine.ErrNoEngine in builds without cgo
+// (after checking the type name).
 func Quantize(_, _, typ string, _ int) error {
 	if _, err := quantType(typ); err != nil {
 		return err

@@ -1,4 +1,4 @@
-//go:build llamacpp
+//go:build cgo
 
 package llamacpp
 
@@ -18,8 +18,9 @@ import (
 )
 
 // Real tokenizers: llama.cpp's vocab-only GGUFs (models/ggml-vocab-*.gguf
-// of the pinned source tree) carried by synthetic models. `make test` sets
-// VERDICT_LLAMA_SRC and fetches the tree; outside it these tests skip.
+// of the pinned source tree) carried by synthetic models. The tree is
+// VERDICT_LLAMA_SRC (make sets it), or the source beside the library that
+// .verdict/llama links (make llama-lib); with neither these tests skip.
 
 var synthModels struct {
 	sync.Mutex
@@ -53,13 +54,21 @@ func synthWith(t *testing.T, arch, vocab, chat string) string {
 	return p
 }
 
-// requireLlamaSource skips outside `make test`; inside it (VERDICT_LLAMA_SRC
-// set) a missing tree is a failure, never a silent skip.
+// requireLlamaSource skips when no source tree is known; when one is
+// (VERDICT_LLAMA_SRC, or the linked library's) a missing vocab file is a
+// failure, never a silent skip.
 func requireLlamaSource(t *testing.T) {
 	t.Helper()
 	dir := os.Getenv("VERDICT_LLAMA_SRC")
 	if dir == "" {
-		t.Skip("VERDICT_LLAMA_SRC is not set: run through `make test`, which fetches the pinned llama.cpp tree with its vocab files")
+		linked := filepath.Join("..", "..", ".verdict", "llama", "src")
+		if _, err := os.Stat(linked); err != nil {
+			t.Skip("no llama.cpp source tree: make llama-lib fetches the pinned one (or set VERDICT_LLAMA_SRC)")
+		}
+		dir, _ = filepath.Abs(linked)
+		// model.ResolveVocab reads the variable; every test of this
+		// binary may share it.
+		require.NoError(t, os.Setenv("VERDICT_LLAMA_SRC", dir))
 	}
 	_, err := os.Stat(filepath.Join(dir, "models", "ggml-vocab-qwen35.gguf"))
 	require.NoError(t, err, "VERDICT_LLAMA_SRC=%s has no vocab files", dir)
@@ -70,8 +79,6 @@ type realVocab struct {
 	name   string
 	chat   string            // --chat for a vocab without a template
 	family engine.ChatFamily // the chat family verdict must detect
-	// upstreamOnly: the module route's older llama.cpp cannot load it.
-	upstreamOnly bool
 }
 
 var realVocabs = []realVocab{
@@ -79,19 +86,12 @@ var realVocabs = []realVocab{
 	{name: "llama-bpe", family: engine.ChatPlain},
 	{name: "llama-bpe", chat: model.ChatLlama3, family: engine.ChatLlama3},
 	{name: "phi-3", family: engine.ChatPhi3},
-	// Gemma 4's tokenizer ("gemma4") is newer than the module route's llama.cpp.
-	{name: "gemma-4", family: engine.ChatGemma4, upstreamOnly: true},
+	{name: "gemma-4", family: engine.ChatGemma4},
 }
 
 func forEachVocab(t *testing.T, fn func(t *testing.T, v realVocab, e *Engine)) {
 	for _, v := range realVocabs {
 		t.Run(v.name+"/"+string(v.family), func(t *testing.T) {
-			if v.upstreamOnly && Route != RouteUpstream {
-				// Pinned as a fact of the module route: its llama.cpp refuses it.
-				_, err := New(Options{ModelPath: synthWith(t, "llama", v.name, v.chat)})
-				require.Error(t, err, "the module route was expected not to know the %s tokenizer", v.name)
-				return
-			}
 			e := newEngine(t, Options{ModelPath: synthWith(t, "llama", v.name, v.chat)})
 			fn(t, v, e)
 		})
@@ -114,7 +114,7 @@ func TestRealTokenizersSlotsAndChatFamily(t *testing.T) {
 		r := score1(t, e, d)
 		require.InDelta(t, 1.0, sum(r.Probabilities), 1e-9)
 		requireClose(t, reference(t, e, d), r.OptionLogits, logitTol(1e-3), "engine vs reference")
-		require.Equal(t, Route, r.Model.Route)
+		require.Contains(t, r.Model.LlamaCpp, "pinned "+llama.PinTag)
 	})
 }
 

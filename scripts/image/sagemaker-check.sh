@@ -68,7 +68,7 @@ p = r["probabilities"]
 assert len(p) == len(r["option_ids"]) >= 2 and abs(sum(p) - 1) < 1e-6, p
 assert r["chosen"] in r["option_ids"], r
 m = r["model"]
-assert m["route"] == "upstream" and m["backend"], m
+assert "pinned " in m["llama_cpp"] and m["backend"], m
 print("sagemaker-check: /invocations scored %d options (chosen %s) on %s, %s" % (len(p), r["chosen"], m["backend"], m["llama_cpp"]))
 PY
 

@@ -26,21 +26,21 @@ t0=$(date +%s)
 
 # Build stage.
 if [ "$image" = cpu ]; then
-	step "RUN make image-deps LLAMA=upstream"
-	make --no-print-directory image-deps LLAMA=upstream
+	step "RUN make image-deps"
+	make --no-print-directory image-deps
 else
 	step "RUN scripts/image/build-deps.sh" # the CUDA image may lack make
 	scripts/image/build-deps.sh
 fi
-step "RUN make llama-src LLAMA=upstream"
-make --no-print-directory llama-src LLAMA=upstream
+step "RUN make llama-src"
+make --no-print-directory llama-src
 if [ "$image" = gpu ] && ! command -v nvcc >/dev/null 2>&1 && [ ! -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; then
 	step "RUN make dist GPU=cuda — not run here: no nvcc (the CUDA toolkit); scripts/gpu-check.sh builds it on a GPU machine"
 	echo "image-steps: gpu: the steps that need no CUDA ran; the CUDA compile and the runtime stage did not" >&2
 	exit 0
 fi
-step "RUN make dist LLAMA=upstream CPU_TARGET=x86-64-v3 ${gpu_args[*]}"
-make --no-print-directory dist LLAMA=upstream DIST="$out" CPU_TARGET=x86-64-v3 "${gpu_args[@]}"
+step "RUN make dist CPU_TARGET=x86-64-v3 ${gpu_args[*]}"
+make --no-print-directory dist DIST="$out" CPU_TARGET=x86-64-v3 "${gpu_args[@]}"
 
 # Runtime stage: the packages (checked here, installed in the image) and
 # folders, then the files copied from the build stage.

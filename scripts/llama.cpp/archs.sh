@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Regenerate engine/llamacpp/archs.go: the model architectures each llama.cpp
-# route knows, read from LLM_ARCH_NAMES in each tree's src/llama-arch.cpp.
+# Regenerate engine/llamacpp/archs.go: the model architectures the pinned
+# llama.cpp knows, read from LLM_ARCH_NAMES in its src/llama-arch.cpp.
 #   scripts/llama.cpp/archs.sh > engine/llamacpp/archs.go
-# Run it after moving the pin or the ollama module version; the upstream
-# route's tests check the list against the tree it was built from.
+# Run it after moving the pin; the engine's tests check the list against
+# the tree the library was built from.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-mod="$(go list -m -f '{{.Dir}}' github.com/ollama/ollama)/llama/llama.cpp/src/llama-arch.cpp"
-up="${LLAMA_SRC_DIR:-.verdict/llama.cpp/src}/src/llama-arch.cpp"
+src="${LLAMA_SRC_DIR:-.verdict/llama/src}/src/llama-arch.cpp"
+[ -f "$src" ] || { echo "archs.sh: $src not found (make llama-lib fetches the pinned source)" >&2; exit 1; }
+tag="$(sed -n 's/^tag=//p' scripts/llama.cpp/pin)"
+tree="$(sed -n 's/^tree=//p' scripts/llama.cpp/pin | cut -c1-12)"
 names() { sed -n '/LLM_ARCH_NAMES = {/,/^};/p' "$1" | sed -n 's/.*{ *LLM_ARCH_[A-Z0-9_]*, *"\([^"]*\)".*/\1/p' | grep -v -x -e clip -e '(unknown)' | sort -u; }
 list() { names "$1" | awk 'BEGIN{ORS=""} {printf "%s\"%s\",", (NR%6==1 ? "\n\t" : " "), $0} END{print "\n"}'; }
 {
@@ -16,15 +18,11 @@ cat <<GO
 
 package llamacpp
 
-// moduleArchs are the architectures the module route (ollama v0.17.4's
-// llama.cpp, commit ec98e2002) loads.
-var moduleArchs = []string{$(list "$mod")}
+// pinnedRelease names the llama.cpp release in scripts/llama.cpp/pin.
+const pinnedRelease = "$tag (tree $tree)"
 
-// upstreamPin names the pinned upstream release (scripts/llama.cpp/pin).
-const upstreamPin = "$(sed -n 's/^tag=//p' scripts/llama.cpp/pin) (tree $(sed -n 's/^tree=//p' scripts/llama.cpp/pin | cut -c1-12))"
-
-// upstreamArchs are the architectures the upstream route (llama.cpp
-// $(sed -n 's/^tag=//p' scripts/llama.cpp/pin), tree $(sed -n 's/^tree=//p' scripts/llama.cpp/pin | cut -c1-12)) loads.
-var upstreamArchs = []string{$(list "$up")}
+// architectures are the model architectures llama.cpp $tag (tree
+// $tree) loads.
+var architectures = []string{$(list "$src")}
 GO
 } | gofmt

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Build the pinned upstream llama.cpp (libllama + ggml, CPU backend; CUDA
+# Build the pinned llama.cpp (libllama + ggml, CPU backend; CUDA
 # with GPU=cuda) with CMake and install it into a prefix that cgo links
 # against. Prints the prefix.
 #
-#   scripts/llama.cpp/build.sh            # native CPU, into $LLAMA_DIR/<tree>-native
+#   scripts/llama.cpp/build.sh            # native CPU, into $LLAMA_DIR/<tree>-native-noomp
 #   CPU_TARGET=x86-64-v3 scripts/llama.cpp/build.sh
 #   LINK=dynamic CPU_TARGET=x86-64-v3 scripts/llama.cpp/build.sh   # the images' libraries
 #   LINK=dynamic GPU=cuda CUDA_ARCHS="75;86;89;90" scripts/llama.cpp/build.sh
@@ -13,7 +13,7 @@
 # OPENMP=off (the default for verdict's libraries) runs ggml's graph on its
 # own thread pool; OPENMP=on on libgomp, as llama.cpp's CMake does by
 # default. On the 2-core machines of this project ggml's own pool is
-# faster (README, Performance); the prefix of a build without OpenMP ends
+# faster (docs/performance.md); the prefix of a build without OpenMP ends
 # in "-noomp". TOOLS=server defaults to OPENMP=on: the peer is
 # llama-server as llama.cpp's CMake builds it unless told otherwise.
 #
@@ -36,7 +36,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 TREE="$(sed -n 's/^tree=//p' "$here/pin")"
-LLAMA_DIR="${LLAMA_DIR:-${DATA:-.verdict}/llama.cpp}"
+LLAMA_DIR="${LLAMA_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/verdict/llama.cpp}"
 CPU_TARGET="${CPU_TARGET:-native}"
 GPU="${GPU:-}"
 LINK="${LINK:-static}"
@@ -49,8 +49,10 @@ JOBS="${JOBS:-$(nproc)}"
 # them from Debian's packages when this is a root shell on a Debian machine.
 if ! command -v cmake >/dev/null 2>&1; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-		echo "llama.cpp build: installing cmake and ninja-build with apt-get" >&2
-		apt-get update -qq >&2 && apt-get install -y -qq cmake ninja-build >&2
+		mkdir -p "$LLAMA_DIR"
+		echo "llama.cpp build: installing cmake and ninja-build with apt-get (log: $LLAMA_DIR/apt.log)" >&2
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake ninja-build; } >"$LLAMA_DIR/apt.log" 2>&1 ||
+			{ tail -20 "$LLAMA_DIR/apt.log" >&2; echo "llama.cpp build: apt-get failed; the whole log is $LLAMA_DIR/apt.log" >&2; exit 1; }
 	else
 		echo "llama.cpp build: cmake is required (e.g. apt-get install cmake ninja-build)" >&2
 		exit 1
@@ -110,17 +112,45 @@ esac
 prefix="${LLAMA_PREFIX:-$LLAMA_DIR/$name}"
 mkdir -p "$prefix"
 prefix="$(cd "$prefix" && pwd)"
-if [ -f "$prefix/.verdict-built" ] && [ "$(cat "$prefix/.verdict-built")" = "${flags[*]}" ]; then
-	echo "$prefix"
-	exit 0
-fi
 build="$prefix.build"
+log="$build.log"
+record="$prefix/.verdict-built"
+
+# The build record is the configuration on its first line, then the
+# sha256 of every installed file. A prefix is used only when both match:
+# a half-built prefix (no record) or a changed or missing file is rebuilt
+# here, at once, rather than failing at link time.
+if [ -f "$record" ] && [ "$(head -1 "$record")" = "${flags[*]}" ]; then
+	if bad="$(cd "$prefix" && tail -n +2 "$record" | sha256sum -c --quiet 2>/dev/null)"; then
+		echo "$prefix"
+		exit 0
+	fi
+	echo "llama.cpp build: $prefix does not match its build record ($(echo "$bad" | head -1 | tr -s ' ')); rebuilding it (to clear the whole cache: rm -rf '$LLAMA_DIR')" >&2
+elif [ -n "$(ls -A "$prefix" 2>/dev/null)" ]; then
+	echo "llama.cpp build: $prefix is half-built (no build record for this configuration); rebuilding it" >&2
+fi
+rm -rf "$prefix"
+mkdir -p "$prefix"
+
+fail() {
+	echo "llama.cpp build: $1 failed; the last lines of its log follow, the whole log is $log" >&2
+	tail -20 "$log" >&2
+	exit 1
+}
 gen=()
 command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
-echo "llama.cpp build: cmake ${flags[*]}" >&2
+what="libllama"
+[ "$TOOLS" = server ] && what="llama-server"
+echo "llama.cpp build: building $what of $(sed -n 's/^tag=//p' "$here/pin") ($name) with CMake (~3 min on 2 cores); log: $log" >&2
+echo "cmake ${flags[*]}" >"$log"
 start=$(date +%s)
-cmake -S "$src" -B "$build" "${gen[@]}" "${flags[@]}" "-DCMAKE_INSTALL_PREFIX=$prefix" >"$build.log" 2>&1 ||
-	{ tail -40 "$build.log" >&2; exit 1; }
+cmake -S "$src" -B "$build" "${gen[@]}" "${flags[@]}" "-DCMAKE_INSTALL_PREFIX=$prefix" >>"$log" 2>&1 || fail "cmake configure"
+# record_build writes the build record (see above) of what is in $prefix.
+record_build() {
+	local sums
+	sums="$(cd "$prefix" && find . -type f ! -name .verdict-built | LC_ALL=C sort | xargs -r sha256sum)"
+	printf '%s\n%s\n' "${flags[*]}" "$sums" >"$record"
+}
 if [ "$TOOLS" = server ]; then
 	targets=(llama-server)
 	# LINK=dynamic: llama-server and the libraries it loads, backend
@@ -131,13 +161,13 @@ if [ "$TOOLS" = server ]; then
 		targets+=(ggml-cpu)
 		[ "$GPU" = cuda ] && targets+=(ggml-cuda)
 	fi
-	cmake --build "$build" -j "$JOBS" --target "${targets[@]}" >>"$build.log" 2>&1 || { tail -40 "$build.log" >&2; exit 1; }
+	cmake --build "$build" -j "$JOBS" --target "${targets[@]}" >>"$log" 2>&1 || fail "cmake --build"
 	mkdir -p "$prefix/bin"
 	cp -f "$build/bin/llama-server" "$prefix/bin/llama-server"
 	if [ "$LINK" = dynamic ]; then
 		cp -a "$build"/bin/*.so* "$prefix/bin/"
 	fi
-	echo "${flags[*]}" >"$prefix/.verdict-built"
+	record_build
 	echo "llama.cpp build: llama-server done in $(($(date +%s) - start)) s into $prefix/bin" >&2
 	echo "$prefix"
 	exit 0
@@ -149,8 +179,8 @@ if [ "$LINK" = dynamic ]; then
 	targets+=(ggml-cpu)
 	[ "$GPU" = cuda ] && targets+=(ggml-cuda)
 fi
-cmake --build "$build" -j "$JOBS" --target "${targets[@]}" >>"$build.log" 2>&1 || { tail -40 "$build.log" >&2; exit 1; }
-cmake --install "$build" >>"$build.log" 2>&1 || { tail -40 "$build.log" >&2; exit 1; }
+cmake --build "$build" -j "$JOBS" --target "${targets[@]}" >>"$log" 2>&1 || fail "cmake --build"
+cmake --install "$build" >>"$log" 2>&1 || fail "cmake --install"
 # ggml installs backend modules into bin/; verdict loads them from beside
 # libggml, so they go to lib/ with the libraries.
 if [ "$LINK" = dynamic ]; then
@@ -158,25 +188,39 @@ if [ "$LINK" = dynamic ]; then
 		[ -e "$m" ] && mv -f "$m" "$prefix/lib/"
 	done
 fi
-# Everything cgo needs to link, in link order, for the Makefile.
-# Backend modules (dynamic) are loaded at run time, never linked.
-libs=""
+# What cgo links, as one linker script (ld reads a file it cannot parse
+# as an object as a script, as glibc's own libc.so is): the binding asks
+# for -lverdict-llama and this configuration answers with its libraries
+# in link order. Backend modules (dynamic) are loaded at run time, never
+# linked.
+libs=()
 for l in llama ggml ggml-cpu ggml-cuda ggml-base; do
-	if [ -f "$prefix/lib/lib$l.a" ]; then
-		libs="$libs -l$l"
-	elif [ -f "$prefix/lib/lib$l.so" ] && [ "$LINK" = dynamic ] && [[ $l != ggml-cpu && $l != ggml-cuda ]]; then
-		libs="$libs -l$l"
+	if [ "$LINK" = static ] && [ -f "$prefix/lib/lib$l.a" ]; then
+		libs+=("$prefix/lib/lib$l.a")
+	elif [ "$LINK" = dynamic ] && [ -f "$prefix/lib/lib$l.so" ] && [[ $l != ggml-cpu && $l != ggml-cuda ]]; then
+		libs+=("-l$l")
 	fi
 done
+extra=(-lstdc++ -lm -lpthread)
+[ "$OPENMP" = on ] && extra+=(-lgomp)
 if [ "$GPU" = cuda ] && [ "$LINK" = static ]; then
-	libs="$libs -lcudart -lcublas -lcublasLt -lcuda"
+	extra+=(-lcudart -lcublas -lcublasLt -lcuda)
 fi
-echo "$libs" >"$prefix/link-libs"
-# The pin, for the binary to report (route_upstream.go includes it).
+cat >"$prefix/lib/libverdict-llama.so" <<LD
+/* llama.cpp $(sed -n 's/^tag=//p' "$here/pin") ($name) for verdict's cgo binding;
+   written by scripts/llama.cpp/build.sh. */
+GROUP ( ${libs[*]} )
+INPUT ( ${extra[*]} )
+LD
+# The pin, for the binary to report (the binding includes it).
 cat >"$prefix/include/verdict-pin.h" <<H
 #define VERDICT_LLAMA_PIN_TAG "$(sed -n 's/^tag=//p' "$here/pin")"
 #define VERDICT_LLAMA_PIN_TREE "$TREE"
+#define VERDICT_LLAMA_CONFIG "$name"
 H
-echo "${flags[*]}" >"$prefix/.verdict-built"
+# The source tree (its models/ggml-vocab-*.gguf are the real tokenizers
+# the tests use), reachable from the prefix.
+ln -sfn "$src" "$prefix/src"
+record_build
 echo "llama.cpp build: done in $(($(date +%s) - start)) s into $prefix" >&2
 echo "$prefix"

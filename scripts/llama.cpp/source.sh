@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Materialize the pinned upstream llama.cpp source tree (see ./pin) into
-# DEST (default $LLAMA_DIR/src, LLAMA_DIR defaulting to .verdict/llama.cpp)
+# Materialize the pinned llama.cpp source tree (see ./pin) into
+# DEST (default $LLAMA_DIR/src, LLAMA_DIR defaulting to ~/.cache/verdict/llama.cpp)
 # and print its path.
 #
 # Sources, in order:
@@ -18,7 +18,7 @@ TAG="$(pin tag)"
 TREE="$(pin tree)"
 NPM="$(pin npm)"
 REPO="$(pin repo)"
-DEST="${1:-${LLAMA_SRC_DIR:-${LLAMA_DIR:-.verdict/llama.cpp}/src}}"
+DEST="${1:-${LLAMA_SRC_DIR:-${LLAMA_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/verdict/llama.cpp}/src}}"
 CACHE="${LLAMA_CACHE_DIR:-$(dirname "$DEST")/cache}"
 
 log() { echo "llama.cpp source: $*" >&2; }
@@ -53,10 +53,32 @@ verify() {
 	fi
 }
 
+# A tree already in place is re-checked on every use, not trusted by its
+# stamp: a persistent git index beside it (DEST.index) makes that cheap,
+# since git rehashes only the files whose size or times changed.
+index="$DEST.index"
+check_in_place() {
+	local got changed
+	got="$(GIT_DIR="$index" GIT_WORK_TREE="$DEST" GIT_INDEX_FILE="$index/index" git add -A -f -- . ":(exclude).verdict-tree" 2>/dev/null &&
+		GIT_DIR="$index" GIT_WORK_TREE="$DEST" GIT_INDEX_FILE="$index/index" git write-tree 2>/dev/null)" || got=unreadable
+	[ "$got" = "$TREE" ] && return 0
+	changed="$(GIT_DIR="$index" GIT_INDEX_FILE="$index/index" git diff --cached --name-status "$TREE" 2>/dev/null | head -3 | tr '\t\n' ' ;')"
+	die "$DEST is not the pinned $TAG (tree $got, want $TREE${changed:+; differs: $changed}); remove it to fetch it again: rm -rf '$DEST' '$index'"
+}
+index_in_place() {
+	rm -rf "$index"
+	git init -q --bare "$index"
+	check_in_place
+}
+
 stamp="$DEST/.verdict-tree"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$TREE" ] && [ -z "${LLAMA_SRC:-}" ]; then
+	if [ -d "$index" ]; then check_in_place; else index_in_place; fi
 	echo "$DEST"
 	exit 0
+fi
+if [ -e "$DEST" ] && [ -z "${LLAMA_SRC:-}" ]; then
+	log "$DEST is incomplete (no record of a verified $TAG); fetching it again"
 fi
 
 mkdir -p "$(dirname "$DEST")"
@@ -114,5 +136,6 @@ echo "$TREE" >"$tmpdest/.verdict-tree"
 rm -rf "$DEST"
 mv "$tmpdest" "$DEST"
 trap - EXIT
+index_in_place
 log "$TAG (tree $TREE) in $DEST"
 echo "$DEST"

@@ -1,10 +1,12 @@
-//go:build llamacpp
+//go:build cgo
 
 package llama
 
 /*
 #cgo CXXFLAGS: -std=c++17
 #cgo CFLAGS: -D_GNU_SOURCE
+#cgo CPPFLAGS: -I${SRCDIR}/../../../../.verdict/llama/include -I${SRCDIR}/notbuilt
+#cgo LDFLAGS: -L${SRCDIR}/../../../../.verdict/llama/lib -lverdict-llama
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>

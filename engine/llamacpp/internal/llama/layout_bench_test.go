@@ -1,4 +1,4 @@
-//go:build llamacpp
+//go:build cgo
 
 package llama
 
@@ -26,7 +26,7 @@ import (
 // model shows the costs; the default tiny one only checks the code runs):
 //
 //	VERDICT_BENCH_MODEL=.verdict/models/verdict-synth-small-seed1.gguf \
-//	  go test -tags llamacpp -run '^$' -bench PromptLayouts -benchtime 5x ./engine/llamacpp/internal/llama
+//	  go test -run '^$' -bench PromptLayouts -benchtime 5x ./engine/llamacpp/internal/llama
 func BenchmarkPromptLayouts(b *testing.B) {
 	path := os.Getenv("VERDICT_BENCH_MODEL")
 	if path == "" {
@@ -134,7 +134,7 @@ func BenchmarkPromptLayouts(b *testing.B) {
 // suffixes attending over the state.
 //
 //	VERDICT_BENCH_MODEL=.verdict/models/verdict-synth-small-seed1.gguf \
-//	  go test -tags llamacpp -run '^$' -bench SharedStateSchedules -benchtime 3x ./engine/llamacpp/internal/llama
+//	  go test -run '^$' -bench SharedStateSchedules -benchtime 3x ./engine/llamacpp/internal/llama
 func BenchmarkSharedStateSchedules(b *testing.B) {
 	path := os.Getenv("VERDICT_BENCH_MODEL")
 	if path == "" {

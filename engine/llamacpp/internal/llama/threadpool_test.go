@@ -1,4 +1,4 @@
-//go:build llamacpp
+//go:build cgo
 
 package llama
 
@@ -74,7 +74,7 @@ func TestContextsKeepAThreadPool(t *testing.T) {
 
 // BenchmarkSmallDecodes decodes a 64-token prompt in micro-batches of 16
 // with and without the persistent thread pool: per-graph threads cost
-// every micro-batch (go test -tags llamacpp -bench SmallDecodes -count 5).
+// every micro-batch (go test -bench SmallDecodes -count 5).
 func BenchmarkSmallDecodes(b *testing.B) {
 	m, err := LoadModel(tinyPath, ModelParams{UseMmap: true})
 	require.NoError(b, err)

@@ -5,9 +5,17 @@
 // leave it; every id and range is checked in Go before a call that would
 // otherwise hit a GGML_ASSERT and abort the process.
 //
-// The binding compiles only with the "llamacpp" build tag (with "upstream"
-// too for the pinned upstream release built by CMake); this file, without
-// cgo, builds everywhere.
+// It links the llama.cpp release pinned in scripts/llama.cpp/pin, built
+// with CMake by scripts/llama.cpp/build.sh, and finds it through a link in
+// the module root: .verdict/llama points at the build's prefix (make
+// llama-lib makes both). The #cgo directives in binding.go name its
+// include/ and lib/ relative to this folder, so plain go build, go test,
+// go vet and gopls need no CGO_* settings; make puts the prefix of its own
+// configuration first through CGO_CPPFLAGS and CGO_LDFLAGS. The prefix's
+// lib/libverdict-llama.so is a linker script naming the libraries of its
+// configuration (static or shared, CUDA, OpenMP). Where the library is not
+// built, notbuilt/llama.h stops the compile with a line that says how to
+// build it. The cgo files need cgo; this file builds everywhere.
 package llama
 
 // Token is a vocabulary id.

@@ -2,8 +2,10 @@
 # Installs the AWS Lambda Runtime Interface Emulator (aws-lambda-rie), which
 # the lambda package's tests use to run the real bootstrap binary.
 #
-#   .ci/install-lambda-rie.sh            # into $(go env GOPATH)/bin
-#   RIE_BIN_DIR=/opt/bin .ci/install-lambda-rie.sh
+#   scripts/install-lambda-rie.sh            # into $(go env GOPATH)/bin
+#   RIE_BIN_DIR=/opt/bin scripts/install-lambda-rie.sh
+#
+# make test runs it (target test-deps).
 #
 # Idempotent: does nothing when the pinned version is already installed.
 # The emulator has no tagged releases on the module proxy; this pseudo-version

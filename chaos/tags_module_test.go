@@ -1,7 +1,0 @@
-//go:build chaos && llamacpp && !upstream
-
-package chaos
-
-// buildTags are the tags the verdict binary is built with: this test
-// binary's llama.cpp route.
-const buildTags = "llamacpp"
