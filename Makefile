@@ -53,7 +53,7 @@ LOG_DIR    := $(DATA)/logs
 ## help: list the targets
 .PHONY: help
 help:
-	@grep -E '^## ' $(MAKEFILE_LIST) | sed -e 's/^## /  /' | column -t -s ':'
+	@awk '/^## /{sub(/^## /, ""); n = index($$0, ": "); printf "  %-16s %s\n", substr($$0, 1, n - 1), substr($$0, n + 2)}' $(MAKEFILE_LIST)
 
 ## llama-src: fetch the pinned llama.cpp source (verified by tree hash) into LLAMA_DIR
 .PHONY: llama-src
@@ -208,8 +208,8 @@ lint: llama-lib
 .PHONY: docs
 docs: build
 	./$(BIN)/verdict help --markdown > $(BIN)/cli.md
-	awk 'BEGIN{skip=0} /<!-- cli:start -->/{print; while ((getline l < "$(BIN)/cli.md") > 0) print l; skip=1; next} /<!-- cli:end -->/{skip=0} !skip{print}' README.md > $(BIN)/README.md
-	mv $(BIN)/README.md README.md
+	awk 'BEGIN{skip=0} /<!-- cli:start -->/{print; while ((getline l < "$(BIN)/cli.md") > 0) print l; skip=1; next} /<!-- cli:end -->/{skip=0} !skip{print}' docs/cli.md > $(BIN)/cli-doc.md
+	mv $(BIN)/cli-doc.md docs/cli.md
 
 ## lambda: build the front door's Lambda bootstrap (no cgo) and bin/bootstrap.zip
 LAMBDA_ARCH ?= amd64
