@@ -285,12 +285,10 @@ func choiceOptions(criteria json.RawMessage, path string, l Limits, errs *fieldE
 	}
 	switch {
 	case len(members) < 2:
-		errs.add(path, "has %d options; a choice needs at least 2", len(members))
+		errs.add(path, "has %d options; "+PhraseTooFewOptions, len(members))
 		return nil
 	case len(members) > l.MaxOptions:
-		// Worded as the hosted service words it, so tools keying on
-		// "options per choice" recognise the capacity error.
-		errs.add(path, "has %d options; at most %d options per choice are allowed", len(members), l.MaxOptions)
+		errs.add(path, "has %d options; at most %d "+PhraseOptionsPerChoice+" are allowed", len(members), l.MaxOptions)
 		return nil
 	}
 	out := make([]Option, 0, len(members))
@@ -317,10 +315,10 @@ func scoreOptions(criteria json.RawMessage, path string, l Limits, errs *fieldEr
 	}
 	switch {
 	case len(elems) < 2:
-		errs.add(path, "has %d levels; a score needs at least 2", len(elems))
+		errs.add(path, "has %d levels; "+PhraseScoreLevels+" (at least 2)", len(elems))
 		return nil, nil
 	case len(elems) > l.MaxScoreLevels:
-		errs.add(path, "has %d levels; at most %d levels per score are allowed", len(elems), l.MaxScoreLevels)
+		errs.add(path, "has %d levels; "+PhraseScoreLevels+" (at most %d here)", len(elems), l.MaxScoreLevels)
 		return nil, nil
 	}
 	out := make([]Option, len(elems))

@@ -100,18 +100,27 @@ func TestParseSystemOneNullsAsTheSDKSendsThem(t *testing.T) {
 	require.Contains(t, string(a), `"legend":{"0":"bad","1":null,"2":"good"}`)
 }
 
-// Capacity errors are worded as the hosted service words them.
+// Capacity errors carry the hosted service's phrase and the field path.
 func TestParseSystemOneCapacityWording(t *testing.T) {
 	t.Parallel()
-	parts := make([]string, 256)
-	for i := range parts {
-		parts[i] = fmt.Sprintf(`"c%d":null`, i)
+	members := func(n int) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = fmt.Sprintf(`"c%d":null`, i)
+		}
+		return strings.Join(parts, ",")
 	}
-	_, err := decision.ParseSystemOne(s1(`"s"`, q("k", `{"type":"choice","criteria":{`+strings.Join(parts, ",")+`}}`)), decision.Limits{})
-	require.ErrorContains(t, err, "options per choice")
-	levels := strings.TrimSuffix(strings.Repeat(`"l",`, 11), ",")
-	_, err = decision.ParseSystemOne(s1(`"s"`, q("k", `{"type":"score","criteria":[`+levels+`]}`)), decision.Limits{})
-	require.ErrorContains(t, err, "levels per score")
+	levels := func(n int) string { return strings.TrimSuffix(strings.Repeat(`"l",`, n), ",") }
+	for _, c := range []struct{ question, phrase string }{
+		{`{"type":"choice","criteria":{` + members(1) + `}}`, decision.PhraseTooFewOptions},
+		{`{"type":"choice","criteria":{` + members(256) + `}}`, decision.PhraseOptionsPerChoice},
+		{`{"type":"score","criteria":[` + levels(1) + `]}`, decision.PhraseScoreLevels},
+		{`{"type":"score","criteria":[` + levels(11) + `]}`, decision.PhraseScoreLevels},
+	} {
+		_, err := decision.ParseSystemOne(s1(`"s"`, q("k", c.question)), decision.Limits{})
+		require.ErrorContains(t, err, c.phrase)
+		require.ErrorContains(t, err, "questions.k.criteria")
+	}
 }
 
 func TestParseSystemOneLevelsAndOptionCounts(t *testing.T) {

@@ -32,7 +32,7 @@ var (
 	ErrUnsupported = decision.NewSentinel(decision.CodeUnsupported, "engine: unsupported decision")
 	// ErrContextFull: the prompt does not fit the context window
 	// (CodeTooLarge).
-	ErrContextFull = decision.NewSentinel(decision.CodeTooLarge, "engine: prompt does not fit the context")
+	ErrContextFull = decision.NewSentinel(decision.CodeTooLarge, "engine: the prompt does not fit the model's "+decision.PhraseContextWindow)
 	// ErrUnavailable: a remote engine failed in a way that may pass
 	// (retries exhausted on 503/429/5xx/connection errors; CodeUnavailable).
 	ErrUnavailable = decision.NewSentinel(decision.CodeUnavailable, "engine: unavailable")

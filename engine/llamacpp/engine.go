@@ -423,7 +423,7 @@ func (e *Engine) prepare(d *decision.Decision, heads map[string][]llama.Token) *
 		it.multi = it.multi || len(l) > 1
 	}
 	if need := len(it.head) + len(it.tail) + longest; need > e.lctx.NCtx() {
-		it.err = fmt.Errorf("%w: prompt needs %d tokens, which exceeds the maximum context length of %d tokens", engine.ErrContextFull, need, e.lctx.NCtx())
+		it.err = fmt.Errorf("%w: the prompt needs %d tokens, the context window holds %d", engine.ErrContextFull, need, e.lctx.NCtx())
 	}
 	return it
 }

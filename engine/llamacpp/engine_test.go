@@ -521,6 +521,7 @@ func TestOneBadDecisionDoesNotPoisonTheBatch(t *testing.T) {
 	require.EqualValues(t, "invalid", rs[1].Error.Code)
 	require.Equal(t, "options", rs[1].Error.Fields[0].Path)
 	require.EqualValues(t, "too_large", rs[2].Error.Code)
+	require.Contains(t, rs[2].Error.Message, decision.PhraseContextWindow+" holds 512", "the hosted service's capacity phrase")
 	// The same decision twice: equal up to batch-composition rounding.
 	require.Less(t, maxAbsDiff(rs[0].Probabilities, rs[3].Probabilities), probTol(1e-6))
 }
