@@ -26,7 +26,11 @@ if [ -x "$bin" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$RIE_VERSION" ]; t
 fi
 
 mkdir -p "$RIE_BIN_DIR"
-# Outside any module, so the repository's go.mod is not touched.
-(cd / && GOBIN="$RIE_BIN_DIR" GOFLAGS=-mod=mod go install "$RIE_MODULE/cmd/aws-lambda-rie@$RIE_VERSION")
+# Outside any module, so the repository's go.mod is not touched; the
+# download lines go to a log that a failure prints.
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+(cd / && GOBIN="$RIE_BIN_DIR" GOFLAGS=-mod=mod go install "$RIE_MODULE/cmd/aws-lambda-rie@$RIE_VERSION") >"$log" 2>&1 ||
+	{ cat "$log" >&2; echo "aws-lambda-rie: go install failed" >&2; exit 1; }
 echo "$RIE_VERSION" >"$stamp"
 echo "installed aws-lambda-rie $RIE_VERSION: $bin"

@@ -59,7 +59,7 @@ func usage() {
 }
 
 // markdownReference renders every command's usage as Markdown: the
-// README's command-line reference.
+// command-line reference (docs/cli.md).
 func markdownReference() string {
 	names := make([]string, 0, len(commands))
 	for n := range commands {

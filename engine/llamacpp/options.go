@@ -81,7 +81,7 @@ type Options struct {
 	// cores busy, and every further state's cells are scanned by every
 	// micro-batch of the call, so it defaults to 1 there: one fresh state
 	// per sub-round (two short states sharing a call measured 4% slower
-	// than each in its own, README). On a GPU, where batching pays, it
+	// than each in its own, docs/performance.md). On a GPU, where batching pays, it
 	// defaults to BranchBatchTokens.
 	HeadBatchTokens int
 	// NoPrefixCache drops every state prefix after use, so each request

@@ -228,3 +228,47 @@ func TestBuildScriptChecksItsCache(t *testing.T) {
 	require.Contains(t, out, "cmake --build failed")
 	require.Contains(t, out, btree[:12]+"-native-noomp.build.log")
 }
+
+// GPU=cuda, both links, on a fixture shaped like llama.cpp's libraries:
+// what nvcc would compile is not built here, but everything build.sh does
+// around it is (the prefix's name, where the backend modules go, and the
+// linker script the binding links).
+func TestBuildScriptCUDAConfigurations(t *testing.T) {
+	if _, err := exec.LookPath("cmake"); err != nil {
+		t.Skip("cmake is not installed (make test installs it)")
+	}
+	files := map[string]string{
+		"CMakeLists.txt": "cmake_minimum_required(VERSION 3.14)\nproject(fixture C)\n" +
+			"foreach(l llama ggml ggml-base ggml-cpu ggml-cuda)\n  add_library(${l} src/lib.c)\n" +
+			"  install(TARGETS ${l} ARCHIVE DESTINATION lib LIBRARY DESTINATION lib RUNTIME DESTINATION bin)\nendforeach()\n" +
+			"target_link_libraries(llama PUBLIC ggml)\ntarget_link_libraries(ggml PUBLIC ggml-base)\n" +
+			"if(NOT BUILD_SHARED_LIBS)\n  target_link_libraries(ggml PUBLIC ggml-cpu ggml-cuda)\nendif()\n" +
+			"install(FILES include/llama.h DESTINATION include)\n",
+		"src/lib.c":       "int llama_fixture(void) { return 1; }\n",
+		"include/llama.h": "int llama_fixture(void);\n",
+	}
+	script, fixture, tree := scriptFixture(t, files)
+	dir := t.TempDir()
+
+	out, err := runBuildScript(t, script, dir, "LLAMA_SRC="+fixture, "GPU=cuda", "CUDA_ARCHS=75;86")
+	require.NoError(t, err, out)
+	static := filepath.Join(dir, tree[:12]+"-native-noomp-cuda-75_86")
+	require.Equal(t, static, strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]))
+	ld, err := os.ReadFile(filepath.Join(static, "lib", "libverdict-llama.so"))
+	require.NoError(t, err)
+	require.Contains(t, string(ld), filepath.Join(static, "lib", "libggml-cuda.a"))
+	require.Contains(t, string(ld), "INPUT ( -lstdc++ -lm -lpthread -lcudart -lcublas -lcublasLt -lcuda )")
+
+	out, err = runBuildScript(t, script, dir, "LINK=dynamic", "CPU_TARGET=x86-64-v3", "GPU=cuda", "CUDA_ARCHS=75")
+	require.NoError(t, err, out)
+	dynamic := filepath.Join(dir, tree[:12]+"-x86-64-v3-noomp-dl-cuda-75")
+	ld, err = os.ReadFile(filepath.Join(dynamic, "lib", "libverdict-llama.so"))
+	require.NoError(t, err)
+	require.Contains(t, string(ld), "GROUP ( -lllama -lggml -lggml-base )", "backend modules are loaded at run time, never linked")
+	require.NotContains(t, string(ld), "ggml-cuda")
+	require.NotContains(t, string(ld), "-lcudart", "the CUDA runtime comes with the module")
+	// Every library in lib/, the modules among them, as make dist copies them.
+	for _, l := range []string{"libllama.so", "libggml.so", "libggml-base.so", "libggml-cpu.so", "libggml-cuda.so"} {
+		require.FileExists(t, filepath.Join(dynamic, "lib", l))
+	}
+}

@@ -4,7 +4,7 @@
 //
 // A decode streams every weight through the cores, and with 4 KiB pages
 // that costs a TLB miss every 4 KiB; on 2 MiB pages the same F16 matmuls
-// ran ~10% faster here (README, Performance). The kernel gives huge pages
+// ran ~10% faster here (docs/performance.md). The kernel gives huge pages
 // to anonymous memory only (a mapped model file stays on 4 KiB pages), and
 // with THP in its common "madvise" mode only to ranges that ask for them.
 // ggml allocates with posix_memalign, so the ask has to come from glibc:
