@@ -57,21 +57,28 @@ const (
 // done, and returns how long it waited. max <= 0 does not wait. Where
 // /proc/stat cannot be read it waits one window.
 func Quiet(ctx context.Context, max time.Duration) time.Duration {
+	return quiet(ctx, max, quietWindow, cpuTimes)
+}
+
+// quiet is Quiet with its sampling window and CPU-time reader given: it
+// samples read every window until the CPUs were idle over one, max has
+// passed or ctx is done, and returns how long it waited.
+func quiet(ctx context.Context, max, window time.Duration, read func() (idle, total uint64, ok bool)) time.Duration {
 	if max <= 0 {
 		return 0
 	}
 	start := time.Now()
 	for {
-		idle0, total0, ok := cpuTimes()
+		idle0, total0, ok := read()
 		select {
 		case <-ctx.Done():
 			return time.Since(start)
-		case <-time.After(quietWindow):
+		case <-time.After(window):
 		}
 		if !ok {
 			return time.Since(start)
 		}
-		idle1, total1, ok := cpuTimes()
+		idle1, total1, ok := read()
 		if !ok || total1 <= total0 || float64(idle1-idle0)/float64(total1-total0) >= quietIdle || time.Since(start) >= max {
 			return time.Since(start)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
 
@@ -104,31 +103,37 @@ func TestTogetherNote(t *testing.T) {
 	require.Equal(t, "x: 0.80x [0.80–0.90] (SLOWER in every round)", together("x", alone, slow))
 }
 
-// Quiet returns once the CPUs are idle, and no later than its bound while
-// they are busy.
+// cpuClock is a fake /proc/stat: every read advances the total by 100
+// ticks, of which idle are idle.
+type cpuClock struct {
+	idle, reads  int
+	idleT, total uint64
+}
+
+func (c *cpuClock) read() (uint64, uint64, bool) {
+	c.reads++
+	c.idleT += uint64(c.idle)
+	c.total += 100
+	return c.idleT, c.total, true
+}
+
+// Quiet returns once the CPUs are idle, and not before its bound while
+// they are busy; a done context or no bound ends it at once. The CPU
+// times are a fake, so the outcome depends on no load or clock.
 func TestQuietWaitsForIdleCPUsWithinItsBound(t *testing.T) {
-	if _, _, ok := cpuTimes(); !ok {
-		t.Skip("no /proc/stat")
-	}
-	stop := make(chan struct{})
-	for i := 0; i < runtime.NumCPU(); i++ {
-		go func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-			}
-		}()
-	}
-	waited := Quiet(context.Background(), 600*time.Millisecond)
-	close(stop)
-	require.GreaterOrEqual(t, waited, 600*time.Millisecond, "busy CPUs: waits its whole bound")
-	require.Less(t, waited, 5*time.Second)
+	t.Parallel()
+	busy := &cpuClock{idle: 0}
+	waited := quiet(context.Background(), 20*time.Millisecond, time.Millisecond, busy.read)
+	require.GreaterOrEqual(t, waited, 20*time.Millisecond, "busy CPUs: waits its whole bound")
+	require.GreaterOrEqual(t, busy.reads, 4, "sampled more than once")
+
+	idle := &cpuClock{idle: 95}
+	require.Less(t, quiet(context.Background(), time.Hour, time.Millisecond, idle.read), time.Hour)
+	require.Equal(t, 2, idle.reads, "idle CPUs: one window and done")
+
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	require.Less(t, Quiet(ctx, time.Minute), time.Second, "a done context ends the wait")
+	require.Less(t, quiet(ctx, time.Hour, time.Hour, busy.read), time.Hour, "a done context ends the wait")
 	require.Zero(t, Quiet(context.Background(), 0), "no bound: no wait")
 }
 

@@ -22,8 +22,6 @@ import (
 	"github.com/verdict-dev/verdict/queue/queuetest"
 )
 
-var moto *queuetest.Moto
-
 const helperEnv = "VERDICT_QUEUE_TEST_HELPER"
 
 func TestMain(m *testing.M) {
@@ -32,7 +30,7 @@ func TestMain(m *testing.M) {
 		writerMain(path, start)
 		return
 	}
-	os.Exit(queuetest.RunWithMoto(m, func(mo *queuetest.Moto) { moto = mo }))
+	os.Exit(queuetest.Main(m))
 }
 
 func TestLocalSuite(t *testing.T) {
@@ -52,6 +50,7 @@ func TestLocalSuite(t *testing.T) {
 
 func TestSQSSuite(t *testing.T) {
 	t.Parallel()
+	moto := queuetest.SharedMoto(t)
 	queuetest.RunSuite(t, func(t *testing.T, maxReceives int, dedup bool) queuetest.Harness {
 		ctx := context.Background()
 		tq, err := moto.CreateQueue(ctx, "suite", queuetest.QueueOptions{FIFO: dedup, MaxReceives: maxReceives})
@@ -69,6 +68,7 @@ func TestSQSSuite(t *testing.T) {
 
 func TestSQSFIFOAttributes(t *testing.T) {
 	t.Parallel()
+	moto := queuetest.SharedMoto(t)
 	ctx := context.Background()
 	tq, err := moto.CreateQueue(ctx, "fifo", queuetest.QueueOptions{FIFO: true})
 	require.NoError(t, err)
@@ -89,6 +89,7 @@ func TestSQSFIFOAttributes(t *testing.T) {
 // from a failure that may pass.
 func TestSQSMissingQueue(t *testing.T) {
 	t.Parallel()
+	moto := queuetest.SharedMoto(t)
 	ctx := context.Background()
 	tq, err := moto.CreateQueue(ctx, "gone", queuetest.QueueOptions{})
 	require.NoError(t, err)
@@ -358,6 +359,7 @@ func TestLocalSurvivesKill9(t *testing.T) {
 
 func TestSQSRedrivePolicyIsMoto(t *testing.T) {
 	t.Parallel()
+	moto := queuetest.SharedMoto(t)
 	// The DLQ the suite relies on is attached by a redrive policy.
 	ctx := context.Background()
 	tq, err := moto.CreateQueue(ctx, "redrive", queuetest.QueueOptions{MaxReceives: 5})

@@ -27,10 +27,8 @@ import (
 	"github.com/verdict-dev/verdict/sink"
 )
 
-var moto *queuetest.Moto
-
 func TestMain(m *testing.M) {
-	os.Exit(queuetest.RunWithMoto(m, func(mo *queuetest.Moto) { moto = mo }))
+	os.Exit(queuetest.Main(m))
 }
 
 func rec(reqID, decID string) sink.Record {
@@ -89,6 +87,7 @@ func TestStoreKeepsOneAndLooksUp(t *testing.T) {
 
 func TestSQSResultsFIFODedup(t *testing.T) {
 	t.Parallel()
+	moto := queuetest.SharedMoto(t)
 	ctx := context.Background()
 	tq, err := moto.CreateQueue(ctx, "results", queuetest.QueueOptions{FIFO: true})
 	require.NoError(t, err)
@@ -114,6 +113,7 @@ func TestSQSResultsFIFODedup(t *testing.T) {
 
 func TestSQSResultsManyRecords(t *testing.T) {
 	t.Parallel()
+	moto := queuetest.SharedMoto(t)
 	ctx := context.Background()
 	tq, err := moto.CreateQueue(ctx, "results", queuetest.QueueOptions{})
 	require.NoError(t, err)
@@ -134,6 +134,7 @@ func TestSQSResultsManyRecords(t *testing.T) {
 
 func TestSNSToSubscribedQueue(t *testing.T) {
 	t.Parallel()
+	moto := queuetest.SharedMoto(t)
 	ctx := context.Background()
 	snsc := sink.NewSNSClient(moto.AWS(), moto.Endpoint)
 	topic, err := snsc.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(fmt.Sprintf("results-%d", time.Now().UnixNano()))})

@@ -23,14 +23,12 @@ import (
 	"github.com/verdict-dev/verdict/sink"
 )
 
-var moto *queuetest.Moto
-
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(helperEnv); spec != "" {
 		helperMain(spec)
 		return
 	}
-	os.Exit(queuetest.RunWithMoto(m, func(mo *queuetest.Moto) { moto = mo }))
+	os.Exit(queuetest.Main(m))
 }
 
 // fakeScorer stands in for the engine in tests of queue semantics (the
@@ -215,6 +213,7 @@ func setup(t testing.TB, kind string, o bundleOpts) *bundle {
 			return s.Visible + s.InFlight
 		}
 	case "sqs", "sqs-fifo":
+		moto := queuetest.SharedMoto(t)
 		fifo := kind == "sqs-fifo"
 		tq, err := moto.CreateQueue(ctx, "work", queuetest.QueueOptions{MaxReceives: o.maxReceives, FIFO: fifo})
 		require.NoError(t, err)

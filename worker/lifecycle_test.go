@@ -13,6 +13,7 @@ import (
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/queue"
+	"github.com/verdict-dev/verdict/queue/queuetest"
 	"github.com/verdict-dev/verdict/sink"
 	"github.com/verdict-dev/verdict/worker"
 )
@@ -148,7 +149,7 @@ func TestRunReturnsErrorWhenQueueGoes(t *testing.T) {
 			if tc.kind == "local" {
 				require.NoError(t, b.q.Close())
 			} else {
-				_, err := moto.SQS().DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: &b.spec.QueueURL})
+				_, err := queuetest.SharedMoto(t).SQS().DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: &b.spec.QueueURL})
 				require.NoError(t, err)
 			}
 			select {

@@ -34,12 +34,12 @@ type Engine struct {
 	// whole, never cut shorter.
 	recurrent bool
 
-	jobs    chan *job
-	pending atomic.Int64
-	quit    chan struct{}
-	done    chan struct{}
-	closeMu sync.Once
-	closed  atomic.Bool
+	jobs      chan *job
+	pending   atomic.Int64
+	quit      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+	closed    atomic.Bool
 	// life is held (read) by callers from the closed check through
 	// tokenizing and enqueueing, and (write) by Close before it stops the
 	// loop and frees the model: no caller tokenizes with a freed model or
@@ -71,17 +71,17 @@ type job struct {
 
 // item is one decision on its way through the engine.
 type item struct {
-	d        *decision.Decision
-	prompt   engine.Prompt
-	head     []llama.Token   // BOS + template + instructions + state (+ what every tail of its sub-round starts with: sharedHead)
-	tail     []llama.Token   // question, options, cue, assistant turn
-	state    int             // len(head) as prepared: the state prefix
-	labels   [][]llama.Token // answer-slot tokens per option
-	multi    bool            // some label needs more than one token
-	err      error
-	tokenize time.Duration
-	queued   time.Duration
-	decode   time.Duration
+	d                 *decision.Decision
+	prompt            engine.Prompt
+	head              []llama.Token   // BOS + template + instructions + state (+ what every tail of its sub-round starts with: sharedHead)
+	tail              []llama.Token   // question, options, cue, assistant turn
+	statePrefixTokens int             // len(head) as prepared: the state prefix
+	labels            [][]llama.Token // answer-slot tokens per option
+	multi             bool            // some label needs more than one token
+	err               error
+	tokenize          time.Duration
+	queued            time.Duration
+	decode            time.Duration
 
 	// decode-loop state
 	job       *job
@@ -298,7 +298,7 @@ func (e *Engine) Stats() Stats {
 // decision not scored by then, waiting or in flight, is answered with
 // engine.ErrClosed.
 func (e *Engine) Close() error {
-	e.closeMu.Do(func() {
+	e.closeOnce.Do(func() {
 		e.life.Lock()
 		e.closed.Store(true)
 		e.life.Unlock()
@@ -398,7 +398,7 @@ func (e *Engine) prepare(d *decision.Decision, heads map[string][]llama.Token) *
 		}
 		heads[key] = head
 	}
-	it.head, it.state = head, len(head)
+	it.head, it.statePrefixTokens = head, len(head)
 	var last []llama.Token
 	var lastText string
 	for _, s := range segs[split:] {
@@ -499,7 +499,7 @@ func (e *Engine) result(it *item, total time.Duration) decision.Result {
 	} else {
 		r.Readout = "last-position logits restricted to single-token answer slots (labels verified against the vocabulary); probabilities = softmax over the options; no generated tokens"
 	}
-	r.Tokens = &decision.Tokens{Input: len(it.head) + len(it.tail), StatePrefix: it.state, Evaluated: it.evaluated}
+	r.Tokens = &decision.Tokens{Input: len(it.head) + len(it.tail), StatePrefix: it.statePrefixTokens, Evaluated: it.evaluated}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	r.Timing = &decision.Timing{Tokenize: ms(it.tokenize), Queue: ms(it.queued), Decode: ms(it.decode), Total: ms(total)}
 	return r
