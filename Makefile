@@ -12,7 +12,7 @@ CPU_TARGET ?= native
 # machine. Each build is a prefix named by the tree and its configuration.
 LLAMA_DIR  ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/verdict/llama.cpp
 # Packages with concurrency, also tested under the race detector.
-RACE_PKGS  ?= ./engine/... ./worker/... ./queue/... ./sink/... ./router/... ./server/... ./lambda/...
+RACE_PKGS  ?= ./engine/... ./worker/... ./router/... ./lambda/... ./internal/queue/... ./internal/sink/... ./internal/server/...
 
 # LLAMA_LINK: static — one self-contained binary (the default); dynamic —
 # shared libllama/ggml with ggml's backends as modules loaded at start
@@ -192,7 +192,7 @@ fuzz:
 	$(GO) test ./decision -run '^$$' -fuzz FuzzParseSemIf -fuzztime $(FUZZTIME)
 	$(GO) test ./decision -run '^$$' -fuzz FuzzParseSystemOne -fuzztime $(FUZZTIME)
 	$(GO) test ./policy -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
-	$(GO) test ./server -run '^$$' -fuzz FuzzInvocations -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/server -run '^$$' -fuzz FuzzInvocations -fuzztime $(FUZZTIME)
 	$(GO) test ./worker -run '^$$' -fuzz FuzzDecodeMessage -fuzztime $(FUZZTIME)
 	$(GO) test ./lambda -run '^$$' -fuzz FuzzHandle -fuzztime $(FUZZTIME)
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/verdict-dev/verdict/queue"
+	"github.com/verdict-dev/verdict/internal/queue"
 )
 
 // stateMarker is text that appears only inside the states the log check

@@ -17,7 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/verdict-dev/verdict/queue"
+	"github.com/verdict-dev/verdict/internal/queue"
 )
 
 // Sizes of the shutdown checks.

@@ -16,7 +16,7 @@ import (
 	"github.com/verdict-dev/verdict/client"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
-	"github.com/verdict-dev/verdict/server"
+	"github.com/verdict-dev/verdict/internal/server"
 )
 
 // uniform is a scorer for wire tests (the real engine is tested elsewhere):

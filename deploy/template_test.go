@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdict-dev/verdict/queue/queuetest"
+	"github.com/verdict-dev/verdict/internal/queue/queuetest"
 )
 
 // template is the part of a CloudFormation template the checks read.

@@ -1,7 +1,7 @@
 package lambda
 
 import (
-	"github.com/verdict-dev/verdict/auth"
+	"github.com/verdict-dev/verdict/internal/auth"
 )
 
 // Authenticate names the caller of req by the rules of package auth (API

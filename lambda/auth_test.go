@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/verdict-dev/verdict/auth"
+	"github.com/verdict-dev/verdict/internal/auth"
 	"github.com/verdict-dev/verdict/lambda"
 )
 

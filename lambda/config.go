@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/verdict-dev/verdict/auth"
 	"github.com/verdict-dev/verdict/decision"
-	"github.com/verdict-dev/verdict/queue"
+	"github.com/verdict-dev/verdict/internal/auth"
+	"github.com/verdict-dev/verdict/internal/queue"
 	"github.com/verdict-dev/verdict/router"
 )
 

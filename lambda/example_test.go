@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 
 	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/internal/queue"
 	"github.com/verdict-dev/verdict/lambda"
-	"github.com/verdict-dev/verdict/queue"
 	"github.com/verdict-dev/verdict/router"
 )
 

@@ -14,9 +14,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/verdict-dev/verdict/auth"
 	"github.com/verdict-dev/verdict/decision"
-	"github.com/verdict-dev/verdict/queue"
+	"github.com/verdict-dev/verdict/internal/auth"
+	"github.com/verdict-dev/verdict/internal/queue"
 )
 
 // Paths served by the handler.

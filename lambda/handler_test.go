@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/internal/queue"
 	"github.com/verdict-dev/verdict/lambda"
 	"github.com/verdict-dev/verdict/policy"
-	"github.com/verdict-dev/verdict/queue"
 	"github.com/verdict-dev/verdict/router"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdict-dev/verdict/queue"
-	"github.com/verdict-dev/verdict/sink"
+	"github.com/verdict-dev/verdict/internal/queue"
+	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/worker"
 )
 

@@ -10,9 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/internal/queue"
+	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/policy"
-	"github.com/verdict-dev/verdict/queue"
-	"github.com/verdict-dev/verdict/sink"
 )
 
 // Scorer is what the worker needs of an engine (engine.Scorer and

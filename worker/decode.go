@@ -6,8 +6,8 @@ import (
 	"strconv"
 
 	"github.com/verdict-dev/verdict/decision"
-	"github.com/verdict-dev/verdict/queue"
-	"github.com/verdict-dev/verdict/sink"
+	"github.com/verdict-dev/verdict/internal/queue"
+	"github.com/verdict-dev/verdict/internal/sink"
 )
 
 // decodeMessage decodes a message body. On failure it also returns the

@@ -8,7 +8,7 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
-	"github.com/verdict-dev/verdict/queue"
+	"github.com/verdict-dev/verdict/internal/queue"
 )
 
 // FuzzDecodeMessage: any body decodes to a valid envelope or to error

@@ -12,8 +12,8 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
-	"github.com/verdict-dev/verdict/model"
-	"github.com/verdict-dev/verdict/sink"
+	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/worker"
 )
 

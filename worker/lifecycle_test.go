@@ -12,9 +12,9 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
-	"github.com/verdict-dev/verdict/queue"
-	"github.com/verdict-dev/verdict/queue/queuetest"
-	"github.com/verdict-dev/verdict/sink"
+	"github.com/verdict-dev/verdict/internal/queue"
+	"github.com/verdict-dev/verdict/internal/queue/queuetest"
+	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/worker"
 )
 

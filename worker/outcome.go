@@ -8,7 +8,7 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
-	"github.com/verdict-dev/verdict/sink"
+	"github.com/verdict-dev/verdict/internal/sink"
 )
 
 // Processing outcomes other than success are error values; decide reads

@@ -8,9 +8,9 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine/enginetest"
+	"github.com/verdict-dev/verdict/internal/sink"
+	"github.com/verdict-dev/verdict/internal/tune"
 	"github.com/verdict-dev/verdict/policy"
-	"github.com/verdict-dev/verdict/sink"
-	"github.com/verdict-dev/verdict/tune"
 	"github.com/verdict-dev/verdict/worker"
 )
 

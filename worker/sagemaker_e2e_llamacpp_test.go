@@ -25,9 +25,9 @@ import (
 	"github.com/verdict-dev/verdict/engine/enginetest"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
 	"github.com/verdict-dev/verdict/engine/sagemaker"
-	"github.com/verdict-dev/verdict/model"
-	"github.com/verdict-dev/verdict/server"
-	"github.com/verdict-dev/verdict/sink"
+	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/server"
+	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/worker"
 )
 

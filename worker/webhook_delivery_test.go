@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/verdict-dev/verdict/decision"
-	"github.com/verdict-dev/verdict/queue"
+	"github.com/verdict-dev/verdict/internal/queue"
+	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/router"
-	"github.com/verdict-dev/verdict/sink"
 	"github.com/verdict-dev/verdict/worker"
 )
 

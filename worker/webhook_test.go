@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdict-dev/verdict/sink"
+	"github.com/verdict-dev/verdict/internal/sink"
 )
 
 func webhookReceiver(t *testing.T, secret []byte, bodies chan<- []byte) http.Handler {

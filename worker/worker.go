@@ -12,10 +12,10 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
+	"github.com/verdict-dev/verdict/internal/queue"
+	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/policy"
-	"github.com/verdict-dev/verdict/queue"
 	"github.com/verdict-dev/verdict/router"
-	"github.com/verdict-dev/verdict/sink"
 )
 
 // queueOpTimeout bounds a delete or release, which still run while the

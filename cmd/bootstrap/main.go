@@ -21,9 +21,9 @@ import (
 	awslambda "github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/internal/queue"
 	"github.com/verdict-dev/verdict/lambda"
 	"github.com/verdict-dev/verdict/policy"
-	"github.com/verdict-dev/verdict/queue"
 	"github.com/verdict-dev/verdict/router"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/verdict-dev/verdict/batch"
 	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/internal/batch"
 )
 
 func init() {

@@ -16,9 +16,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/verdict-dev/verdict/batch"
 	"github.com/verdict-dev/verdict/engine/enginetest"
-	"github.com/verdict-dev/verdict/model"
+	"github.com/verdict-dev/verdict/internal/batch"
+	"github.com/verdict-dev/verdict/internal/model"
 )
 
 func readRecords(t *testing.T, path string) []batch.Record {

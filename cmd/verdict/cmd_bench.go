@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/verdict-dev/verdict/bench"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
+	"github.com/verdict-dev/verdict/internal/bench"
 )
 
 func init() {

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/verdict-dev/verdict/bench"
-	"github.com/verdict-dev/verdict/bench/peer"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
+	"github.com/verdict-dev/verdict/internal/bench"
+	"github.com/verdict-dev/verdict/internal/bench/peer"
 )
 
 // peerFlags are `verdict bench --peer`'s settings.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/verdict-dev/verdict/bench/peer"
+	"github.com/verdict-dev/verdict/internal/bench/peer"
 )
 
 // peerSetup gives a peer test the verdict binary, the llama-server the

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/verdict-dev/verdict/calibrate"
+	"github.com/verdict-dev/verdict/internal/calibrate"
 )
 
 func runCalibrate(ctx context.Context, args []string) error {

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/verdict-dev/verdict/eval"
+	"github.com/verdict-dev/verdict/internal/eval"
 )
 
 func init() {

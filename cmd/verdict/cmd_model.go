@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/verdict-dev/verdict/engine/llamacpp"
-	"github.com/verdict-dev/verdict/model"
+	"github.com/verdict-dev/verdict/internal/model"
 )
 
 func init() {

@@ -9,9 +9,9 @@ import (
 	"io"
 	"os"
 
-	"github.com/verdict-dev/verdict/batch"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
+	"github.com/verdict-dev/verdict/internal/batch"
 	"github.com/verdict-dev/verdict/policy"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine/enginetest"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
-	"github.com/verdict-dev/verdict/model"
+	"github.com/verdict-dev/verdict/internal/model"
 )
 
 func scoreLines(t *testing.T, out []byte) []decision.Result {

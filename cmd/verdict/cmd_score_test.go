@@ -11,12 +11,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/verdict-dev/verdict/batch"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/engine/enginetest"
+	"github.com/verdict-dev/verdict/internal/batch"
+	"github.com/verdict-dev/verdict/internal/tune"
 	"github.com/verdict-dev/verdict/policy"
-	"github.com/verdict-dev/verdict/tune"
 )
 
 const twoOptionLine = `{"id":"%s","state":"s","question":"q?","options":[{"id":"yes","description":"Yes."},{"id":"no","description":"No."}]}`

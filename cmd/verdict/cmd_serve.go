@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/verdict-dev/verdict/decision"
-	"github.com/verdict-dev/verdict/listen"
+	"github.com/verdict-dev/verdict/internal/listen"
+	"github.com/verdict-dev/verdict/internal/server"
 	"github.com/verdict-dev/verdict/policy"
-	"github.com/verdict-dev/verdict/server"
 )
 
 // sageMakerModelDir is where SageMaker puts the model artifacts.

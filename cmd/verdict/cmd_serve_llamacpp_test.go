@@ -16,7 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/verdict-dev/verdict/model"
+	"github.com/verdict-dev/verdict/internal/model"
 )
 
 // TestServeLoadsAnswersAndDrains runs `verdict serve` on a tiny synthetic

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/verdict-dev/verdict/auth"
+	"github.com/verdict-dev/verdict/internal/auth"
 )
 
 // TestListenerKeys covers the one key-and-bind check of serve and up.

@@ -13,14 +13,14 @@ import (
 	"time"
 
 	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/internal/listen"
+	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/queue"
+	"github.com/verdict-dev/verdict/internal/reqstatus"
+	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/lambda"
-	"github.com/verdict-dev/verdict/listen"
-	"github.com/verdict-dev/verdict/model"
 	"github.com/verdict-dev/verdict/policy"
-	"github.com/verdict-dev/verdict/queue"
-	"github.com/verdict-dev/verdict/reqstatus"
 	"github.com/verdict-dev/verdict/router"
-	"github.com/verdict-dev/verdict/sink"
 	"github.com/verdict-dev/verdict/worker"
 )
 

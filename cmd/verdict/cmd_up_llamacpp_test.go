@@ -21,8 +21,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/verdict-dev/verdict/reqstatus"
-	"github.com/verdict-dev/verdict/sink"
+	"github.com/verdict-dev/verdict/internal/reqstatus"
+	"github.com/verdict-dev/verdict/internal/sink"
 )
 
 // upProcess is a `verdict up` child process.

@@ -20,11 +20,11 @@ import (
 
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/engine/sagemaker"
-	"github.com/verdict-dev/verdict/listen"
+	"github.com/verdict-dev/verdict/internal/listen"
+	"github.com/verdict-dev/verdict/internal/queue"
+	"github.com/verdict-dev/verdict/internal/sink"
+	"github.com/verdict-dev/verdict/internal/tune"
 	"github.com/verdict-dev/verdict/policy"
-	"github.com/verdict-dev/verdict/queue"
-	"github.com/verdict-dev/verdict/sink"
-	"github.com/verdict-dev/verdict/tune"
 	"github.com/verdict-dev/verdict/worker"
 )
 

@@ -23,11 +23,11 @@ import (
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine/enginetest"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
-	"github.com/verdict-dev/verdict/model"
-	"github.com/verdict-dev/verdict/queue"
-	"github.com/verdict-dev/verdict/queue/queuetest"
+	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/queue"
+	"github.com/verdict-dev/verdict/internal/queue/queuetest"
+	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/router"
-	"github.com/verdict-dev/verdict/sink"
 )
 
 // TestWorkerCommandSQS runs the real `verdict worker` binary with the real

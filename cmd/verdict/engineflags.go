@@ -11,10 +11,10 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/verdict-dev/verdict/calibrate"
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
-	"github.com/verdict-dev/verdict/tune"
+	"github.com/verdict-dev/verdict/internal/calibrate"
+	"github.com/verdict-dev/verdict/internal/tune"
 )
 
 // engineFlags are the model and engine flags shared by every command that

@@ -9,7 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/verdict-dev/verdict/auth"
+	"github.com/verdict-dev/verdict/internal/auth"
 )
 
 // helpOut receives usage text; `verdict help --markdown` captures it.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/verdict-dev/verdict/engine/llamacpp"
 	"github.com/verdict-dev/verdict/internal/hugepages"
-	"github.com/verdict-dev/verdict/model"
+	"github.com/verdict-dev/verdict/internal/model"
 )
 
 // loadedLine is the engine's "model loaded" log line of a JSON log.

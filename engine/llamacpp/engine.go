@@ -16,7 +16,7 @@ import (
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
 	"github.com/verdict-dev/verdict/internal/hugepages"
-	"github.com/verdict-dev/verdict/model"
+	"github.com/verdict-dev/verdict/internal/model"
 )
 
 // Engine scores decisions with one llama.cpp context owned by one

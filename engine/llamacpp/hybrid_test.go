@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
-	"github.com/verdict-dev/verdict/model"
+	"github.com/verdict-dev/verdict/internal/model"
 )
 
 // Hybrid models (qwen35: Gated-DeltaNet layers with a full-attention layer

@@ -14,7 +14,7 @@ import (
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
-	"github.com/verdict-dev/verdict/model"
+	"github.com/verdict-dev/verdict/internal/model"
 )
 
 // Real tokenizers: llama.cpp's vocab-only GGUFs (models/ggml-vocab-*.gguf

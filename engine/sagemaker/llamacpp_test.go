@@ -15,8 +15,8 @@ import (
 	"github.com/verdict-dev/verdict/engine/enginetest"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
 	"github.com/verdict-dev/verdict/engine/sagemaker"
-	"github.com/verdict-dev/verdict/model"
-	"github.com/verdict-dev/verdict/server"
+	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/server"
 )
 
 // TestEndToEndRealEngine: the SageMaker scorer → a local verdict server

@@ -24,7 +24,7 @@ import (
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/engine/sagemaker"
-	"github.com/verdict-dev/verdict/server"
+	"github.com/verdict-dev/verdict/internal/server"
 )
 
 func TestMain(m *testing.M) {

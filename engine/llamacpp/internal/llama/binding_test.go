@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/verdict-dev/verdict/model"
+	"github.com/verdict-dev/verdict/internal/model"
 )
 
 // tinyPath is a synthetic model written once for the package.
