@@ -187,9 +187,17 @@ type Model struct {
 	nVocab int
 }
 
-// LoadModel loads a GGUF file.
+// loadMu serializes model loads and frees. llama.cpp does not document its
+// loader as safe to run concurrently, and two engines loading at once in
+// one process (the server package's parallel tests) crashed inside
+// llama_model_load_from_file once; verdict up loads a model per pool.
+var loadMu sync.Mutex
+
+// LoadModel loads a GGUF file. Loads run one at a time (loadMu).
 func LoadModel(path string, p ModelParams) (*Model, error) {
 	initBackend()
+	loadMu.Lock()
+	defer loadMu.Unlock()
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("llamacpp: load model: %w", err)
 	}
@@ -209,6 +217,8 @@ func LoadModel(path string, p ModelParams) (*Model, error) {
 
 // Free releases the model. It is safe to call twice.
 func (m *Model) Free() {
+	loadMu.Lock()
+	defer loadMu.Unlock()
 	if m.m != nil {
 		C.llama_model_free(m.m)
 		m.m, m.vocab = nil, nil

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -113,4 +114,28 @@ func TestTokenizeAndPieces(t *testing.T) {
 	require.False(t, ok)
 	require.Equal(t, "", m.ChatTemplate())
 	require.NotEmpty(t, m.Description())
+}
+
+// Models loaded from several goroutines at once (verdict up loads a model
+// per pool; tests start engines in parallel): llama.cpp's loader is not
+// safe to run concurrently, and the binding serializes it.
+func TestConcurrentLoads(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		var wg sync.WaitGroup
+		errs := make([]error, 6)
+		models := make([]*Model, 6)
+		for i := range models {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				models[i], errs[i] = LoadModel(tinyPath, ModelParams{UseMmap: i%2 == 0})
+			}()
+		}
+		wg.Wait()
+		for i, m := range models {
+			require.NoError(t, errs[i])
+			require.Positive(t, m.VocabSize())
+			m.Free()
+		}
+	}
 }
