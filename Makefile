@@ -74,6 +74,11 @@ build: llama-lib
 	@$(GO) mod download >$(LOG_DIR)/go-mod-download.log 2>&1 || { cat $(LOG_DIR)/go-mod-download.log >&2; exit 1; }
 	$(GO) build -o $(BIN)/verdict ./cmd/verdict
 
+## jevbench: put JevBench-240 in .verdict/data/jevbench-240 (JEVBENCH=DIR copies a local one; otherwise a pinned git clone), checked
+.PHONY: jevbench
+jevbench:
+	@DATA=$(DATA) scripts/jevbench.sh
+
 ## image-deps: the images' build-stage tools (CMake, Ninja, git, CA certificates); installs what is missing
 .PHONY: image-deps
 image-deps:

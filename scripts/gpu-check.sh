@@ -84,7 +84,7 @@ model="$WORK/$shape.gguf"
 "$V" model synth --shape "$shape" --seed 1 -o "$model" >/dev/null
 decisions="$WORK/decisions.jsonl"
 cat examples/decisions.jsonl >"$decisions"
-head -n "${GPU_CHECK_CASES:-24}" "${JEVBENCH:-../shared/data/jevbench-240/cases.jsonl}" >>"$decisions" 2>/dev/null || true
+head -n "${GPU_CHECK_CASES:-24}" "${JEVBENCH:-.verdict/data/jevbench-240}/cases.jsonl" >>"$decisions" 2>/dev/null || true
 
 say "scoring $(wc -l <"$decisions") lines on the GPU (--gpu-layers -1) and on the CPU (--gpu-layers 0)"
 "$V" batch --log-level warn --model "$model" --gpu-layers -1 "$decisions" -o "$WORK/gpu.jsonl"
@@ -129,7 +129,7 @@ if [ "${GPU_CHECK_PEER:-1}" != 0 ]; then
 	"$V" bench --log-level warn --peer llama-server --llama-server "$server" --model "$model" --gpu-layers "$peer_layers" \
 		--peer-workload shape777 --states "${GPU_CHECK_PEER_STATES:-4}" --questions 21 --peer-slots 4 \
 		--rounds "${GPU_CHECK_PEER_ROUNDS:-2}" --threads "${GPU_CHECK_THREADS:-$JOBS}" --out "$WORK/peer-shape777.json"
-	jev="${JEVBENCH:-../shared/data/jevbench-240/cases.jsonl}"
+	jev="${JEVBENCH:-.verdict/data/jevbench-240}/cases.jsonl"
 	if [ -f "$jev" ]; then
 		say "verdict serve vs llama-server, both with --gpu-layers $peer_layers: JevBench-240"
 		"$V" bench --log-level warn --peer llama-server --llama-server "$server" --model "$model" --gpu-layers "$peer_layers" \

@@ -190,9 +190,9 @@ func TestCalibrationFileIsPinnedAndReported(t *testing.T) {
 // TestEvalJevBenchSubsetEndToEnd runs `verdict eval --model` on the first
 // cases of the real JevBench-240 file (the README reports the full run).
 func TestEvalJevBenchSubsetEndToEnd(t *testing.T) {
-	src := "../../../shared/data/jevbench-240"
-	if _, err := os.Stat(filepath.Join(src, "cases.jsonl")); err != nil {
-		t.Skip("JevBench-240 not present beside the repository")
+	src := os.Getenv("JEVBENCH")
+	if src == "" {
+		t.Skip("JEVBENCH is not set: run make jevbench, then JEVBENCH=.verdict/data/jevbench-240 (or JEVBENCH=DIR of a copy)")
 	}
 	dir := t.TempDir()
 	head := func(name string, n int) {

@@ -6,7 +6,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -73,6 +75,9 @@ func runPeer(ctx context.Context, f peerFlags) error {
 			return shape777Cases(f, n)
 		}
 		lines, err := readLines(f.jevbench, n)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("flag --jevbench: JevBench-240 is not at %s: %s", f.jevbench, bench.JevBenchHowTo)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("flag --jevbench: %w", err)
 		}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +34,61 @@ func peerSetup(t *testing.T) (bin, server, model, out string) {
 	return bin, server, model, filepath.Join(dir, "peer.json")
 }
 
+// exampleCases writes n cases in JevBench-240's form (a System One request
+// with an id) from the project's own examples/requests: each a distinct
+// state of those files (System One's, then SemIf's), asked the questions
+// of the System One examples in turn.
+func exampleCases(t *testing.T, n int) string {
+	t.Helper()
+	read := func(pattern string) []map[string]any {
+		files, err := filepath.Glob(filepath.Join("..", "..", "examples", "requests", pattern))
+		require.NoError(t, err)
+		var out []map[string]any
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			require.NoError(t, err)
+			var m map[string]any
+			require.NoError(t, json.Unmarshal(b, &m))
+			out = append(out, m)
+		}
+		return out
+	}
+	systemOne := read("systemone-*.json")
+	require.NotEmpty(t, systemOne)
+	var states []any
+	seen := map[string]bool{}
+	add := func(s any) {
+		if k := fmt.Sprint(s); !seen[k] {
+			seen[k] = true
+			states = append(states, s)
+		}
+	}
+	for _, c := range systemOne {
+		add(c["state"])
+	}
+	for _, r := range read("semif-*.json") {
+		if d, ok := r["decision"].(map[string]any); ok {
+			add(d["state"])
+		}
+		if ds, ok := r["decisions"].([]any); ok {
+			for _, d := range ds {
+				add(d.(map[string]any)["state"])
+			}
+		}
+	}
+	require.GreaterOrEqual(t, len(states), n, "distinct example states")
+	var lines []string
+	for i := range n {
+		c := map[string]any{"id": fmt.Sprintf("example-%d", i), "state": states[i], "questions": systemOne[i%len(systemOne)]["questions"]}
+		line, err := json.Marshal(c)
+		require.NoError(t, err)
+		lines = append(lines, string(line))
+	}
+	path := filepath.Join(t.TempDir(), "cases.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644))
+	return path
+}
+
 // TestBenchPeerAgainstLlamaServer runs `verdict bench --peer llama-server`
 // end to end against the real llama-server of the pinned llama.cpp (the
 // Makefile builds it and names it in VERDICT_LLAMA_SERVER) on the tiny
@@ -42,7 +98,7 @@ func peerSetup(t *testing.T) (bin, server, model, out string) {
 func TestBenchPeerAgainstLlamaServer(t *testing.T) {
 	bin, server, model, out := peerSetup(t)
 	cmd := exec.Command(bin, "bench", "--peer", "llama-server", "--llama-server", server, "--model", model,
-		"--jevbench", "../../../shared/data/jevbench-240/cases.jsonl", "--peer-cases", "2", "--peer-slots", "2",
+		"--jevbench", exampleCases(t, 3), "--peer-cases", "2", "--peer-slots", "2",
 		"--peer-independent", "3", "--rounds", "2", "--threads", "2", "--out", out, "--settle", "1s",
 		"--llama-server-alt", server, "--llama-server-alt-label", "same build") // the second build's modes, with the one at hand
 

@@ -165,12 +165,12 @@ func TestRealTokenizersManyOptions(t *testing.T) {
 // under the Qwen3.5 tokenizer and checks every question fits the default
 // context.
 func TestJevBenchTokenCountsQwen35Vocab(t *testing.T) {
-	cases := filepath.Join("..", "..", "..", "shared", "data", "jevbench-240", "cases.jsonl")
-	data, err := os.ReadFile(cases)
-	if os.IsNotExist(err) {
-		t.Skipf("%s not found (../shared beside the checkout)", cases)
+	dir := os.Getenv("JEVBENCH")
+	if dir == "" {
+		t.Skip("JEVBENCH is not set: run make jevbench, then JEVBENCH=.verdict/data/jevbench-240 (or JEVBENCH=DIR of a copy)")
 	}
-	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join(dir, "cases.jsonl"))
+	require.NoError(t, err, "JEVBENCH")
 	e := newEngine(t, Options{ModelPath: synthWith(t, "llama", "qwen35", "")})
 	var states, questions, prefix, suffix, unshared, maxTotal int
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {

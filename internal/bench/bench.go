@@ -15,8 +15,10 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"sort"
@@ -560,12 +562,19 @@ func fixedPrompt(m *llamacpp.Engine, n int) (decision.Decision, error) {
 			{ID: "engineering", Description: "Engineering and incidents."}, {ID: "sales", Description: "Sales."}}}, nil
 }
 
+// JevBenchHowTo says in one line how to get JevBench-240, which is not
+// part of this repository.
+const JevBenchHowTo = "run make jevbench (JEVBENCH=DIR copies one already on this machine), or point --jevbench or VERDICT_JEVBENCH at its cases.jsonl"
+
 // jevbench reads up to limit cases of JevBench-240 as decision groups.
 func jevbench(path string, limit int) ([][]decision.Decision, error) {
 	if path == "" {
 		return nil, fmt.Errorf("no --jevbench file given")
 	}
 	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("JevBench-240 is not at %s: %s", path, JevBenchHowTo)
+	}
 	if err != nil {
 		return nil, err
 	}
