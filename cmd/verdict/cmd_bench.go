@@ -20,7 +20,7 @@ func init() {
 }
 
 // defaultJevBench is where make jevbench puts JevBench-240's cases.
-const defaultJevBench = ".verdict/data/jevbench-240/cases.jsonl"
+const defaultJevBench = bench.JevBenchDir + "/cases.jsonl"
 
 func runBench(ctx context.Context, args []string) error {
 	fs := newFlagSet("bench", "bench [flags]")

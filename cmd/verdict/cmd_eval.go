@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/verdict-dev/verdict/internal/bench"
 	"github.com/verdict-dev/verdict/internal/eval"
 )
 
@@ -35,6 +36,13 @@ func (l *labeledFlags) resolve(pos []string) error {
 	if len(pos) > 1 {
 		return fmt.Errorf("want at most one DIR, got %d", len(pos))
 	}
+	if len(pos) == 0 && l.cases == "" && l.gold == "" {
+		dir, err := jevbenchDir()
+		if err != nil {
+			return err
+		}
+		pos = []string{dir}
+	}
 	if len(pos) == 1 {
 		if l.cases == "" {
 			l.cases = filepath.Join(pos[0], "cases.jsonl")
@@ -50,6 +58,22 @@ func (l *labeledFlags) resolve(pos []string) error {
 		return fmt.Errorf("flag --cases: required with --model (or give a DIR holding cases.jsonl)")
 	}
 	return nil
+}
+
+// jevbenchDir is the labeled data used when none is named: VERDICT_JEVBENCH
+// (the folder, or its cases.jsonl as verdict bench takes it), else where
+// make jevbench puts JevBench-240; with neither, one line says how to get it.
+func jevbenchDir() (string, error) {
+	dir := os.Getenv("VERDICT_JEVBENCH")
+	if dir == "" {
+		dir = bench.JevBenchDir
+	} else if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+		dir = filepath.Dir(dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "gold.jsonl")); err != nil {
+		return "", fmt.Errorf("no labeled data given (DIR, or --cases and --gold), and JevBench-240 is not at %s: %s", dir, bench.JevBenchHowTo)
+	}
+	return dir, nil
 }
 
 // labeled scores the cases when no predictions are given, then joins the

@@ -562,10 +562,6 @@ func fixedPrompt(m *llamacpp.Engine, n int) (decision.Decision, error) {
 			{ID: "engineering", Description: "Engineering and incidents."}, {ID: "sales", Description: "Sales."}}}, nil
 }
 
-// JevBenchHowTo says in one line how to get JevBench-240, which is not
-// part of this repository.
-const JevBenchHowTo = "run make jevbench (JEVBENCH=DIR copies one already on this machine), or point --jevbench or VERDICT_JEVBENCH at its cases.jsonl"
-
 // jevbench reads up to limit cases of JevBench-240 as decision groups.
 func jevbench(path string, limit int) ([][]decision.Decision, error) {
 	if path == "" {
