@@ -33,7 +33,7 @@ func runBench(ctx context.Context, args []string) error {
 	prefillThreads := fs.String("prefill-threads", "1,2", "comma-separated thread counts for W0")
 	states := fs.Int("states", 2, "W1: number of ~1,800-token states (21 questions each)")
 	questions := fs.Int("questions", 21, "W1: questions per state")
-	jev := fs.String("jevbench", defaultJevBench, "W2 and the peer benchmark: JevBench-240's cases.jsonl (make jevbench puts it at the default)")
+	jev := fs.String("jevbench", defaultJevBench, "W2 and the peer benchmark: JevBench-240's cases.jsonl, or its folder (make jevbench puts it at the default)")
 	limit := fs.Int("limit", 12, "W2: number of JevBench cases")
 	indep := fs.Int("independent", 64, "W3: number of independent decisions")
 	conc := fs.String("concurrency", "4,16", "W3: comma-separated concurrent-caller counts, a row each (fairness: p95/p50 at each)")

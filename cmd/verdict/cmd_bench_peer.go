@@ -74,7 +74,7 @@ func runPeer(ctx context.Context, f peerFlags) error {
 		if f.workload == "shape777" {
 			return shape777Cases(f, n)
 		}
-		lines, err := readLines(f.jevbench, n)
+		lines, err := readLines(bench.JevBenchCases(f.jevbench), n)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("flag --jevbench: JevBench-240 is not at %s: %s", f.jevbench, bench.JevBenchHowTo)
 		}

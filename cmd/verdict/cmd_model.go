@@ -102,9 +102,9 @@ func runModelInspect(args []string) error {
 	if err != nil {
 		return err
 	}
-	var unknown error
+	notLoaded := "" // why this build does not load the file
 	if err := llamacpp.CheckArchitecture(info.Architecture); err != nil {
-		unknown = err
+		notLoaded = err.Error()
 	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
@@ -114,12 +114,12 @@ func runModelInspect(args []string) error {
 			Loads     bool   `json:"loads"`
 			LlamaCpp  string `json:"llama_cpp"`
 			NotLoaded string `json:"not_loaded,omitempty"`
-		}{info, unknown == nil, llamacpp.LlamaCppVersion, errString(unknown)})
+		}{info, notLoaded == "", llamacpp.LlamaCppVersion, notLoaded})
 	}
 	defer func() {
 		loads := "yes, with " + llamacpp.LlamaCppVersion
-		if unknown != nil {
-			loads = "no: " + unknown.Error()
+		if notLoaded != "" {
+			loads = "no: " + notLoaded
 		}
 		fmt.Printf("loads         %s\n", loads)
 	}()
@@ -239,12 +239,4 @@ func quantizeTo(in, out, typ string, threads int) (*model.Info, error) {
 		return nil, fmt.Errorf("the quantized file does not read back: %w", err)
 	}
 	return info, os.Rename(tmp, out)
-}
-
-// errString is err's message, or "" for nil.
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }

@@ -2,9 +2,6 @@
 
 package llamacpp
 
-// pinnedRelease names the llama.cpp release in scripts/llama.cpp/pin.
-const pinnedRelease = "v0.5.0 (tree fd570ef54b10)"
-
 // architectures are the model architectures llama.cpp v0.5.0 (tree
 // fd570ef54b10) loads.
 var architectures = []string{

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
 )
 
 // LlamaCppVersion names the one llama.cpp verdict links: the release
 // pinned in scripts/llama.cpp/pin, built with CMake.
-const LlamaCppVersion = "llama.cpp " + pinnedRelease
+var LlamaCppVersion = "llama.cpp " + llama.PinTag + " (tree " + llama.PinTree[:12] + ")"
 
 // Device is a ggml compute device registered in this process.
 type Device struct {

@@ -55,23 +55,18 @@ func synthWith(t *testing.T, arch, vocab, chat string) string {
 }
 
 // requireLlamaSource skips when no source tree is known; when one is
-// (VERDICT_LLAMA_SRC, or the linked library's) a missing vocab file is a
-// failure, never a silent skip.
+// (VERDICT_LLAMA_SRC, or the source beside the linked library, as
+// model.LlamaSourceDir finds them) a missing vocab file is a failure,
+// never a silent skip.
 func requireLlamaSource(t *testing.T) {
 	t.Helper()
-	dir := os.Getenv("VERDICT_LLAMA_SRC")
+	dir := model.LlamaSourceDir()
 	if dir == "" {
-		linked := filepath.Join("..", "..", ".verdict", "llama", "src")
-		if _, err := os.Stat(linked); err != nil {
-			t.Skip("no llama.cpp source tree: make llama-lib fetches the pinned one (or set VERDICT_LLAMA_SRC)")
-		}
-		dir, _ = filepath.Abs(linked)
-		// model.ResolveVocab reads the variable; every test of this
-		// binary may share it.
-		require.NoError(t, os.Setenv("VERDICT_LLAMA_SRC", dir))
+		require.Empty(t, os.Getenv("VERDICT_LLAMA_SRC"), "VERDICT_LLAMA_SRC names no folder")
+		t.Skip("no llama.cpp source tree: make llama-lib fetches the pinned one (or set VERDICT_LLAMA_SRC)")
 	}
 	_, err := os.Stat(filepath.Join(dir, "models", "ggml-vocab-qwen35.gguf"))
-	require.NoError(t, err, "VERDICT_LLAMA_SRC=%s has no vocab files", dir)
+	require.NoError(t, err, "%s has no vocab files", dir)
 }
 
 // realVocab is one real tokenizer and what verdict must make of it.

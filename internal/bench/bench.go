@@ -567,6 +567,7 @@ func jevbench(path string, limit int) ([][]decision.Decision, error) {
 	if path == "" {
 		return nil, fmt.Errorf("no --jevbench file given")
 	}
+	path = JevBenchCases(path)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("JevBench-240 is not at %s: %s", path, JevBenchHowTo)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -153,4 +154,13 @@ func TestInterleaved(t *testing.T) {
 	}
 	require.Equal(t, []string{"a0", "b0", "a1", "b1", "b2", "c0", "d0", "d1"}, ids)
 	require.Empty(t, Interleaved(nil, 4))
+}
+
+// JevBench-240's path may name the cases file or the folder that holds it.
+func TestJevBenchCasesFileOrFolder(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.Equal(t, filepath.Join(dir, "cases.jsonl"), JevBenchCases(dir))
+	require.Equal(t, filepath.Join(dir, "cases.jsonl"), JevBenchCases(filepath.Join(dir, "cases.jsonl")))
+	require.Equal(t, "missing/cases.jsonl", JevBenchCases("missing/cases.jsonl"))
 }
