@@ -6,7 +6,7 @@ package llama
 #cgo CXXFLAGS: -std=c++17
 #cgo CFLAGS: -D_GNU_SOURCE
 #cgo CPPFLAGS: -I${SRCDIR}/../../../../.verdict/llama/include -I${SRCDIR}/notbuilt
-#cgo LDFLAGS: -L${SRCDIR}/../../../../.verdict/llama/lib -lverdict-llama
+#cgo LDFLAGS: -L${SRCDIR}/../../../../.verdict/llama/lib -L${SRCDIR}/notbuilt -lverdict-llama
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>

@@ -14,8 +14,10 @@
 // configuration first through CGO_CPPFLAGS and CGO_LDFLAGS. The prefix's
 // lib/libverdict-llama.so is a linker script naming the libraries of its
 // configuration (static or shared, CUDA, OpenMP). Where the library is not
-// built, notbuilt/llama.h stops the compile with a line that says how to
-// build it. The cgo files need cgo; this file builds everywhere.
+// built, notbuilt/ ends both search paths: its llama.h stops the compile,
+// and its libverdict-llama.so stops a link whose objects Go's build cache
+// still held (after make clean), each with a line that says how to build
+// it. The cgo files need cgo; this file builds everywhere.
 package llama
 
 // Token is a vocabulary id.
