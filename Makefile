@@ -150,7 +150,7 @@ test/sdk: llama-lib conformance/js/node_modules
 ## chaos: the chaos suite (docs/chaos.md) — kill -9, 503 storms, bad and slow clients, SIGTERM under load; about 5 minutes, not part of make test; RUN=regexp picks checks
 .PHONY: chaos
 chaos: llama-lib
-	$(GO) test -tags chaos -count=1 -timeout 40m -v -run '$(RUN)' ./chaos/
+	$(GO) test -tags chaos -count=1 -timeout 40m -v -run '$(RUN)' ./internal/chaos/
 
 ## test/short: unit tests only, no llama.cpp needed
 .PHONY: test/short

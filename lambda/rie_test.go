@@ -21,7 +21,7 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
-	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/gguf"
 	"github.com/verdict-dev/verdict/internal/queue"
 	"github.com/verdict-dev/verdict/internal/queue/queuetest"
 	"github.com/verdict-dev/verdict/internal/sink"
@@ -222,7 +222,7 @@ func newScorer(t *testing.T) worker.Scorer {
 		return fakeScorer{}
 	}
 	path := filepath.Join(tempDir(t), "tiny.gguf")
-	require.NoError(t, model.Synth(path, model.SynthOptions{Shape: "tiny", Seed: 1}))
+	require.NoError(t, gguf.Synth(path, gguf.SynthOptions{Shape: "tiny", Seed: 1}))
 	e, err := llamacpp.New(llamacpp.Options{ModelPath: path, ContextSize: 2048, Threads: 2})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })

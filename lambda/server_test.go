@@ -23,7 +23,7 @@ func newLocalServer(t *testing.T, h http.Handler) string {
 
 // tempDir is t.TempDir without the test's name in the path: fuzz seeds are
 // named "seed#0", and a '#' in a SQLite file name starts the URI fragment
-// of the DSN (queue.OpenSQLite does not escape it).
+// of the DSN (sqlite.Open does not escape it).
 func tempDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "verdict-lambda-")

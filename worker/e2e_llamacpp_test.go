@@ -12,7 +12,7 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
-	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/gguf"
 	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/worker"
 )
@@ -22,7 +22,7 @@ import (
 func TestRealEngineEndToEnd(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	require.NoError(t, model.Synth(path, model.SynthOptions{Shape: "tiny", Seed: 1}))
+	require.NoError(t, gguf.Synth(path, gguf.SynthOptions{Shape: "tiny", Seed: 1}))
 	eng, err := llamacpp.New(llamacpp.Options{ModelPath: path, ContextSize: 2048})
 	require.NoError(t, err)
 	defer eng.Close()

@@ -25,7 +25,7 @@ import (
 	"github.com/verdict-dev/verdict/engine/enginetest"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
 	"github.com/verdict-dev/verdict/engine/sagemaker"
-	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/gguf"
 	"github.com/verdict-dev/verdict/internal/server"
 	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/worker"
@@ -172,7 +172,7 @@ func workerMetric(t *testing.T, w *worker.Worker) string {
 func TestSageMakerEngineEndToEnd(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	require.NoError(t, model.Synth(path, model.SynthOptions{Shape: "tiny", Seed: 1}))
+	require.NoError(t, gguf.Synth(path, gguf.SynthOptions{Shape: "tiny", Seed: 1}))
 	eng, err := llamacpp.New(llamacpp.Options{ModelPath: path, ContextSize: 4096})
 	require.NoError(t, err)
 	defer eng.Close()

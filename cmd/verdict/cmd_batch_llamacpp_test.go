@@ -18,7 +18,7 @@ import (
 
 	"github.com/verdict-dev/verdict/engine/enginetest"
 	"github.com/verdict-dev/verdict/internal/batch"
-	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/gguf"
 )
 
 func readRecords(t *testing.T, path string) []batch.Record {
@@ -62,7 +62,7 @@ func TestBatchKill9ThenResume(t *testing.T) {
 	bin := buildVerdict(t)
 	dir := t.TempDir()
 	mpath := filepath.Join(dir, "tiny.gguf")
-	require.NoError(t, model.Synth(mpath, model.SynthOptions{Shape: "tiny", Seed: 3}))
+	require.NoError(t, gguf.Synth(mpath, gguf.SynthOptions{Shape: "tiny", Seed: 3}))
 	in := batchInput(t, dir, 120)
 	common := []string{"batch", in, "-m", mpath, "--threads", "2", "--window", "8", "--chunk", "4", "--max-line-bytes", "2048", "--max-state-bytes", "1000", "--progress", "plain", "--log-level", "warn"}
 
@@ -132,8 +132,8 @@ func readRecordsTolerant(t *testing.T, path string) int {
 func TestCalibrationFileIsPinnedAndReported(t *testing.T) {
 	dir := t.TempDir()
 	mpath := filepath.Join(dir, "tiny.gguf")
-	require.NoError(t, model.Synth(mpath, model.SynthOptions{Shape: "tiny", Seed: 3, Chat: "chatml"}))
-	info, err := model.Inspect(mpath, true)
+	require.NoError(t, gguf.Synth(mpath, gguf.SynthOptions{Shape: "tiny", Seed: 3, Chat: "chatml"}))
+	info, err := gguf.Inspect(mpath, true)
 	require.NoError(t, err)
 	write := func(name, sha, prompt string) string {
 		p := filepath.Join(dir, name)
@@ -204,7 +204,7 @@ func TestEvalJevBenchSubsetEndToEnd(t *testing.T) {
 	head("cases.jsonl", 6)
 	head("gold.jsonl", 240)
 	mpath := filepath.Join(dir, "tiny.gguf")
-	require.NoError(t, model.Synth(mpath, model.SynthOptions{Shape: "tiny", Seed: 1, Chat: "chatml"}))
+	require.NoError(t, gguf.Synth(mpath, gguf.SynthOptions{Shape: "tiny", Seed: 1, Chat: "chatml"}))
 	f, err := os.CreateTemp(dir, "report")
 	require.NoError(t, err)
 	old := os.Stdout

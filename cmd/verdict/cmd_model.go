@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/verdict-dev/verdict/engine/llamacpp"
-	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/gguf"
 )
 
 func init() {
@@ -50,8 +50,8 @@ func runModel(ctx context.Context, args []string) error {
 
 func runModelSynth(args []string) error {
 	fs := newFlagSet("model synth", "model synth [flags] -o FILE")
-	arch := fs.String("arch", model.ArchLlama, "architecture: "+strings.Join(model.ArchNames(), ", "))
-	shape := fs.String("shape", "tiny", "model shape: llama "+strings.Join(model.ShapeNamesFor(model.ArchLlama), ", ")+"; qwen35 "+strings.Join(model.ShapeNamesFor(model.ArchQwen35), ", "))
+	arch := fs.String("arch", gguf.ArchLlama, "architecture: "+strings.Join(gguf.ArchNames(), ", "))
+	shape := fs.String("shape", "tiny", "model shape: llama "+strings.Join(gguf.ShapeNamesFor(gguf.ArchLlama), ", ")+"; qwen35 "+strings.Join(gguf.ShapeNamesFor(gguf.ArchQwen35), ", "))
 	seed := fs.Uint64("seed", 1, "random seed; the same seed writes the same bytes")
 	chat := fs.String("chat", "", "embed a chat template: chatml or llama3 (default none; with --vocab only when the vocabulary has none)")
 	vocab := fs.String("vocab", "", "carry the tokenizer of this GGUF (e.g. llama.cpp's models/ggml-vocab-qwen35.gguf, or just qwen35 to find it in $VERDICT_LLAMA_SRC or the pinned source that make llama-lib fetches)")
@@ -62,25 +62,25 @@ func runModelSynth(args []string) error {
 	if *out == "" {
 		return fmt.Errorf("flag -o: an output file is required")
 	}
-	shapes := model.ShapeNamesFor(*arch)
+	shapes := gguf.ShapeNamesFor(*arch)
 	if shapes == nil {
-		return fmt.Errorf("flag --arch: bad value %q (want %s)", *arch, strings.Join(model.ArchNames(), ", "))
+		return fmt.Errorf("flag --arch: bad value %q (want %s)", *arch, strings.Join(gguf.ArchNames(), ", "))
 	}
 	if !slices.Contains(shapes, *shape) {
 		return fmt.Errorf("flag --shape: bad value %q for --arch %s (want %s)", *shape, *arch, strings.Join(shapes, ", "))
 	}
 	vocabPath := ""
 	if *vocab != "" {
-		p, err := model.ResolveVocab(*vocab)
+		p, err := gguf.ResolveVocab(*vocab)
 		if err != nil {
 			return fmt.Errorf("flag --vocab: %w", err)
 		}
 		vocabPath = p
 	}
-	if err := model.Synth(*out, model.SynthOptions{Arch: *arch, Shape: *shape, Seed: *seed, Chat: *chat, Vocab: vocabPath}); err != nil {
+	if err := gguf.Synth(*out, gguf.SynthOptions{Arch: *arch, Shape: *shape, Seed: *seed, Chat: *chat, Vocab: vocabPath}); err != nil {
 		return err
 	}
-	info, err := model.Inspect(*out, true)
+	info, err := gguf.Inspect(*out, true)
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func runModelInspect(args []string) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("model inspect: want exactly one FILE, got %d arguments", fs.NArg())
 	}
-	info, err := model.Inspect(fs.Arg(0), !*noHash)
+	info, err := gguf.Inspect(fs.Arg(0), !*noHash)
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func runModelInspect(args []string) error {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
-			*model.Info
+			*gguf.Info
 			Loads     bool   `json:"loads"`
 			LlamaCpp  string `json:"llama_cpp"`
 			NotLoaded string `json:"not_loaded,omitempty"`
@@ -143,14 +143,14 @@ func runModelPin(args []string) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("model pin: want exactly one FILE, got %d arguments", fs.NArg())
 	}
-	info, err := model.Inspect(fs.Arg(0), true)
+	info, err := gguf.Inspect(fs.Arg(0), true)
 	if err != nil {
 		return err
 	}
-	if err := model.WriteManifest(fs.Arg(0), info.SHA256); err != nil {
+	if err := gguf.WriteManifest(fs.Arg(0), info.SHA256); err != nil {
 		return err
 	}
-	fmt.Printf("pinned %s to sha256 %s in %s\n", fs.Arg(0), info.SHA256, model.ManifestPath(fs.Arg(0)))
+	fmt.Printf("pinned %s to sha256 %s in %s\n", fs.Arg(0), info.SHA256, gguf.ManifestPath(fs.Arg(0)))
 	return nil
 }
 
@@ -175,7 +175,7 @@ func runModelQuantize(args []string) error {
 		return fmt.Errorf("flag --threads: must be >= 0, got %d", *threads)
 	}
 	in := pos[0]
-	before, err := model.Inspect(in, false)
+	before, err := gguf.Inspect(in, false)
 	if err != nil {
 		return err
 	}
@@ -228,13 +228,13 @@ func quantizedCopy(path, typ, dataDir string) (string, error) {
 
 // quantizeTo writes in quantized to typ at out: under a temporary name
 // first, read back, then renamed, so a failed run leaves no model behind.
-func quantizeTo(in, out, typ string, threads int) (*model.Info, error) {
+func quantizeTo(in, out, typ string, threads int) (*gguf.Info, error) {
 	tmp := out + ".partial"
 	defer os.Remove(tmp)
 	if err := llamacpp.Quantize(in, tmp, typ, threads); err != nil {
 		return nil, err
 	}
-	info, err := model.Inspect(tmp, false)
+	info, err := gguf.Inspect(tmp, false)
 	if err != nil {
 		return nil, fmt.Errorf("the quantized file does not read back: %w", err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
-	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/gguf"
 )
 
 // TestModelQuantize quantizes a synthetic model to each type `verdict
@@ -37,13 +37,13 @@ func TestModelQuantize(t *testing.T) {
 		return rs[0]
 	}
 	ref := score(in)
-	inInfo, err := model.Inspect(in, false)
+	inInfo, err := gguf.Inspect(in, false)
 	require.NoError(t, err)
 
 	for _, typ := range llamacpp.QuantTypeNames() {
 		out := filepath.Join(dir, typ+".gguf")
 		require.NoError(t, runModel(context.Background(), []string{"quantize", "--type", typ, in, "-o", out}), typ)
-		info, err := model.Inspect(out, false)
+		info, err := gguf.Inspect(out, false)
 		require.NoError(t, err)
 		require.Equal(t, typ, info.Quantization)
 		require.Less(t, info.SizeBytes, inInfo.SizeBytes/2, "%s is smaller than F32", typ)

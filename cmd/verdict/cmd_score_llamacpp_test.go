@@ -16,7 +16,7 @@ import (
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine/enginetest"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
-	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/gguf"
 )
 
 func scoreLines(t *testing.T, out []byte) []decision.Result {
@@ -36,7 +36,7 @@ func scoreLines(t *testing.T, out []byte) []decision.Result {
 func TestScoreStream(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tiny.gguf")
-	require.NoError(t, model.Synth(path, model.SynthOptions{Shape: "tiny", Seed: 3}))
+	require.NoError(t, gguf.Synth(path, gguf.SynthOptions{Shape: "tiny", Seed: 3}))
 	eng, err := llamacpp.New(llamacpp.Options{ModelPath: path, Threads: 1})
 	require.NoError(t, err)
 	defer eng.Close()
@@ -110,7 +110,7 @@ func TestScoreStream(t *testing.T) {
 func TestScoreCommandExamples(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tiny.gguf")
-	require.NoError(t, model.Synth(path, model.SynthOptions{Shape: "tiny", Seed: 3}))
+	require.NoError(t, gguf.Synth(path, gguf.SynthOptions{Shape: "tiny", Seed: 3}))
 	capture := func(args ...string) (string, error) {
 		f, err := os.CreateTemp(dir, "out")
 		require.NoError(t, err)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/internal/listen"
-	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/gguf"
 	"github.com/verdict-dev/verdict/internal/queue"
 	"github.com/verdict-dev/verdict/internal/reqstatus"
 	"github.com/verdict-dev/verdict/internal/sink"
@@ -97,8 +97,8 @@ func (f *upFlags) check() error {
 	if _, err := parsePools(f.pools); err != nil {
 		return err
 	}
-	if _, ok := model.Shapes[f.synthShape]; !ok && f.engine.model == "" {
-		return fmt.Errorf("flag --synth-shape: unknown shape %q (known: %v)", f.synthShape, model.ShapeNames())
+	if _, ok := gguf.Shapes[f.synthShape]; !ok && f.engine.model == "" {
+		return fmt.Errorf("flag --synth-shape: unknown shape %q (known: %v)", f.synthShape, gguf.ShapeNames())
 	}
 	return nil
 }

@@ -23,7 +23,7 @@ import (
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine/enginetest"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
-	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/gguf"
 	"github.com/verdict-dev/verdict/internal/queue"
 	"github.com/verdict-dev/verdict/internal/queue/queuetest"
 	"github.com/verdict-dev/verdict/internal/sink"
@@ -47,7 +47,7 @@ func TestWorkerCommandSQS(t *testing.T) {
 
 	dir := t.TempDir()
 	modelPath := filepath.Join(dir, "tiny.gguf")
-	require.NoError(t, model.Synth(modelPath, model.SynthOptions{Shape: "tiny", Seed: 1}))
+	require.NoError(t, gguf.Synth(modelPath, gguf.SynthOptions{Shape: "tiny", Seed: 1}))
 	bin := buildVerdict(t)
 
 	cmd := exec.Command(bin, "worker", "--log-format", "json")
@@ -242,7 +242,7 @@ func TestWorkerCommandSageMaker(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	modelPath := filepath.Join(dir, "tiny.gguf")
-	require.NoError(t, model.Synth(modelPath, model.SynthOptions{Shape: "tiny", Seed: 1}))
+	require.NoError(t, gguf.Synth(modelPath, gguf.SynthOptions{Shape: "tiny", Seed: 1}))
 	bin := buildVerdict(t)
 
 	serve := startVerdict(t, bin, nil, "serve", "--addr", "127.0.0.1:0", "--model", modelPath, "--threads", "2", "--ctx", "4096", "--log-format", "json")

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/gguf"
 )
 
 // conformancePolicy refuses every question to the tenant "limited", so
@@ -58,8 +58,8 @@ func TestTypeSafeSDKConformance(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	gguf := filepath.Join(dir, "tiny.gguf")
-	require.NoError(t, model.Synth(gguf, model.SynthOptions{Shape: "tiny", Seed: 1, Chat: model.ChatChatML}))
+	modelPath := filepath.Join(dir, "tiny.gguf")
+	require.NoError(t, gguf.Synth(modelPath, gguf.SynthOptions{Shape: "tiny", Seed: 1, Chat: gguf.ChatChatML}))
 	policy := filepath.Join(dir, "policy.yaml")
 	require.NoError(t, os.WriteFile(policy, []byte(conformancePolicy), 0o600))
 
@@ -71,7 +71,7 @@ func TestTypeSafeSDKConformance(t *testing.T) {
 		require.NoError(t, ln.Close())
 		done := make(chan error, 1)
 		go func() {
-			done <- runServe(ctx, append([]string{"--addr", addr, "--model", gguf, "--threads", "1", "--ctx", "4096", "--log-level", "error"}, args...))
+			done <- runServe(ctx, append([]string{"--addr", addr, "--model", modelPath, "--threads", "1", "--ctx", "4096", "--log-level", "error"}, args...))
 		}()
 		t.Cleanup(func() {
 			cancel()

@@ -16,7 +16,7 @@ import (
 
 	"github.com/verdict-dev/verdict/engine/llamacpp"
 	"github.com/verdict-dev/verdict/internal/hugepages"
-	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/gguf"
 )
 
 // loadedLine is the engine's "model loaded" log line of a JSON log.
@@ -50,7 +50,7 @@ func TestWeightsOnHugePages(t *testing.T) {
 	bin := buildVerdict(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "medium.gguf")
-	require.NoError(t, model.Synth(path, model.SynthOptions{Shape: "medium", Seed: 1}))
+	require.NoError(t, gguf.Synth(path, gguf.SynthOptions{Shape: "medium", Seed: 1}))
 	st, err := os.Stat(path)
 	require.NoError(t, err)
 	fileMiB := float64(st.Size()) / (1 << 20)

@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/gguf"
 )
 
 // synthModel returns the path of a synthetic model of the given shape
@@ -17,11 +17,11 @@ func synthModel(dataDir, shape string) (string, error) {
 		return "", fmt.Errorf("flag --data: %w", err)
 	}
 	path := filepath.Join(dir, fmt.Sprintf("verdict-synth-%s-seed1.gguf", shape))
-	if _, err := model.Inspect(path, false); err == nil {
+	if _, err := gguf.Inspect(path, false); err == nil {
 		return path, nil
 	}
 	slog.Info("writing a synthetic model (no --model given)", "shape", shape, "path", path)
-	if err := model.Synth(path, model.SynthOptions{Shape: shape, Seed: 1}); err != nil {
+	if err := gguf.Synth(path, gguf.SynthOptions{Shape: shape, Seed: 1}); err != nil {
 		return "", err
 	}
 	return path, nil

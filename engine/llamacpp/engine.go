@@ -16,7 +16,7 @@ import (
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
 	"github.com/verdict-dev/verdict/internal/hugepages"
-	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/gguf"
 )
 
 // Engine scores decisions with one llama.cpp context owned by one
@@ -102,7 +102,7 @@ func New(opts Options) (*Engine, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	info, err := model.Verify(opts.ModelPath, opts.SHA256)
+	info, err := gguf.Verify(opts.ModelPath, opts.SHA256)
 	if err != nil {
 		return nil, err
 	}

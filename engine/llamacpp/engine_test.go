@@ -18,7 +18,7 @@ import (
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
-	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/gguf"
 )
 
 // Synthetic models written once for the whole package.
@@ -38,8 +38,8 @@ func TestMain(m *testing.M) {
 	tinyPath = filepath.Join(dir, "tiny.gguf")
 	chatmlPath = filepath.Join(dir, "tiny-chatml.gguf")
 	llama3Path = filepath.Join(dir, "tiny-llama3.gguf")
-	for p, chat := range map[string]string{tinyPath: "", chatmlPath: model.ChatChatML, llama3Path: model.ChatLlama3} {
-		if err := model.Synth(p, model.SynthOptions{Shape: "tiny", Seed: 7, Chat: chat}); err != nil {
+	for p, chat := range map[string]string{tinyPath: "", chatmlPath: gguf.ChatChatML, llama3Path: gguf.ChatLlama3} {
+		if err := gguf.Synth(p, gguf.SynthOptions{Shape: "tiny", Seed: 7, Chat: chat}); err != nil {
 			panic(err)
 		}
 	}
@@ -236,7 +236,7 @@ func TestScoreBasics(t *testing.T) {
 	require.Equal(t, "tiny.gguf", r.Model.File)
 	require.Equal(t, "F32", r.Model.Quantization)
 	require.Equal(t, "llama", r.Model.Architecture)
-	info, err := model.Inspect(tinyPath, true)
+	info, err := gguf.Inspect(tinyPath, true)
 	require.NoError(t, err)
 	require.Equal(t, info.SHA256, r.Model.SHA256)
 	require.Greater(t, r.Tokens.StatePrefix, 0)
@@ -559,7 +559,7 @@ func TestAdmissionAndCancellation(t *testing.T) {
 func TestModelPinAndOptions(t *testing.T) {
 	t.Parallel()
 	_, err := New(Options{ModelPath: tinyPath, SHA256: strings.Repeat("0", 64)})
-	require.ErrorIs(t, err, model.ErrMismatch)
+	require.ErrorIs(t, err, gguf.ErrMismatch)
 	_, err = New(Options{ModelPath: filepath.Join(t.TempDir(), "missing.gguf")})
 	require.Error(t, err)
 	_, err = New(Options{ModelPath: tinyPath, MaxSequences: 300})

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
-	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/gguf"
 )
 
 // Hybrid models (qwen35: Gated-DeltaNet layers with a full-attention layer
@@ -36,7 +36,7 @@ func qwen35Tiny(t *testing.T) string {
 	t.Helper()
 	qwenOnce.Do(func() {
 		qwenPath = strings.TrimSuffix(tinyPath, "tiny.gguf") + "qwen35-tiny.gguf"
-		if err := model.Synth(qwenPath, model.SynthOptions{Arch: "qwen35", Shape: "tiny", Seed: 5, Chat: model.ChatChatML}); err != nil {
+		if err := gguf.Synth(qwenPath, gguf.SynthOptions{Arch: "qwen35", Shape: "tiny", Seed: 5, Chat: gguf.ChatChatML}); err != nil {
 			panic(err)
 		}
 	})

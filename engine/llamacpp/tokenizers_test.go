@@ -14,7 +14,7 @@ import (
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
-	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/gguf"
 )
 
 // Real tokenizers: llama.cpp's vocab-only GGUFs (models/ggml-vocab-*.gguf
@@ -46,21 +46,21 @@ func synthWith(t *testing.T, arch, vocab, chat string) string {
 	p := filepath.Join(filepath.Dir(tinyPath), strings.NewReplacer("/", "_").Replace(key)+".gguf")
 	if vocab != "" {
 		var err error
-		vocab, err = model.ResolveVocab(vocab)
+		vocab, err = gguf.ResolveVocab(vocab)
 		require.NoError(t, err)
 	}
-	require.NoError(t, model.Synth(p, model.SynthOptions{Arch: arch, Shape: "tiny", Seed: 11, Vocab: vocab, Chat: chat}))
+	require.NoError(t, gguf.Synth(p, gguf.SynthOptions{Arch: arch, Shape: "tiny", Seed: 11, Vocab: vocab, Chat: chat}))
 	synthModels.paths[key] = p
 	return p
 }
 
 // requireLlamaSource skips when no source tree is known; when one is
 // (VERDICT_LLAMA_SRC, or the source beside the linked library, as
-// model.LlamaSourceDir finds them) a missing vocab file is a failure,
+// gguf.LlamaSourceDir finds them) a missing vocab file is a failure,
 // never a silent skip.
 func requireLlamaSource(t *testing.T) {
 	t.Helper()
-	dir := model.LlamaSourceDir()
+	dir := gguf.LlamaSourceDir()
 	if dir == "" {
 		require.Empty(t, os.Getenv("VERDICT_LLAMA_SRC"), "VERDICT_LLAMA_SRC names no folder")
 		t.Skip("no llama.cpp source tree: make llama-lib fetches the pinned one (or set VERDICT_LLAMA_SRC)")
@@ -79,7 +79,7 @@ type realVocab struct {
 var realVocabs = []realVocab{
 	{name: "qwen35", family: engine.ChatChatML},
 	{name: "llama-bpe", family: engine.ChatPlain},
-	{name: "llama-bpe", chat: model.ChatLlama3, family: engine.ChatLlama3},
+	{name: "llama-bpe", chat: gguf.ChatLlama3, family: engine.ChatLlama3},
 	{name: "phi-3", family: engine.ChatPhi3},
 	{name: "gemma-4", family: engine.ChatGemma4},
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/verdict-dev/verdict/engine/enginetest"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
 	"github.com/verdict-dev/verdict/engine/sagemaker"
-	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/gguf"
 	"github.com/verdict-dev/verdict/internal/server"
 )
 
@@ -26,7 +26,7 @@ import (
 func TestEndToEndRealEngine(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	require.NoError(t, model.Synth(path, model.SynthOptions{Shape: "tiny", Seed: 1}))
+	require.NoError(t, gguf.Synth(path, gguf.SynthOptions{Shape: "tiny", Seed: 1}))
 	e, err := llamacpp.New(llamacpp.Options{ModelPath: path, Threads: 1, ContextSize: 4096})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })

@@ -14,7 +14,7 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
-	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/gguf"
 )
 
 // TestRunSmallConfig runs every workload on the tiny model with small
@@ -23,7 +23,7 @@ import (
 func TestRunSmallConfig(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tiny.gguf")
-	require.NoError(t, model.Synth(path, model.SynthOptions{Shape: "tiny", Seed: 1}))
+	require.NoError(t, gguf.Synth(path, gguf.SynthOptions{Shape: "tiny", Seed: 1}))
 	jev := "" // without JevBench-240, W2 is reported as skipped
 	if dir := os.Getenv("JEVBENCH"); dir != "" {
 		jev = filepath.Join(dir, "cases.jsonl")
@@ -79,7 +79,7 @@ func TestRunSmallConfig(t *testing.T) {
 // length in the model's tokens; the same requests every time.
 func TestShape777Requests(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	require.NoError(t, model.Synth(path, model.SynthOptions{Shape: "tiny", Seed: 1}))
+	require.NoError(t, gguf.Synth(path, gguf.SynthOptions{Shape: "tiny", Seed: 1}))
 	e, err := llamacpp.New(llamacpp.Options{ModelPath: path, Threads: 1})
 	require.NoError(t, err)
 	defer e.Close()

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite" // the pure-Go SQLite driver
+	"github.com/verdict-dev/verdict/internal/sqlite"
 )
 
 // LocalConfig configures a Local queue. The zero value of a field means its
@@ -134,82 +134,13 @@ CREATE TABLE IF NOT EXISTS dedup (
 ) WITHOUT ROWID;
 `
 
-// OpenSQLite opens a SQLite file the way verdict's local stores use it:
-// WAL journal, synchronous (durable) commits, immediate write
-// transactions and a busy timeout for other processes. Exported for the
-// local results store.
-func OpenSQLite(path string) (*sql.DB, error) {
-	// In a file: URI, '?' starts the query, '#' the fragment and '%' an
-	// escape: escape them so that any path opens the file it names.
-	escaped := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
-	dsn := "file:" + escaped + fmt.Sprintf("?_pragma=busy_timeout(%d)", sqliteBusyTimeout.Milliseconds()) + "&_pragma=journal_mode(WAL)" +
-		"&_pragma=synchronous(FULL)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("queue: open %s: %w", path, err)
-	}
-	// One connection: writes serialize in this process anyway, and other
-	// processes wait on the busy timeout.
-	db.SetMaxOpenConns(1)
-	if err := db.Ping(); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("queue: open %s: %w", path, err)
-	}
-	return db, nil
-}
-
-// CloseSQLite closes a database opened with OpenSQLite and returns once
-// its file is closed. database/sql's Close does not wait for a connection
-// still in use: it closes it when the call using it releases it. Waiting
-// for that (bounded by what one SQLiteContext call may take, and a second
-// more) means a caller that closed a store can rely on it: another
-// process may open the file, and SQLite has checkpointed and removed the
-// -wal journal.
-func CloseSQLite(db *sql.DB) error {
-	err := db.Close()
-	deadline := time.Now().Add(sqliteCallTimeout + time.Second)
-	for db.Stats().OpenConnections > 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	return err
-}
-
-// SQLiteContext is the context for one short SQLite call (a statement or
-// a transaction) of a store opened with OpenSQLite, made on behalf of
-// ctx: an error if ctx is done already, else ctx's values without its
-// cancellation, bounded by sqliteCallTimeout. Every call of verdict's
-// local stores runs under it, so a caller that gives up never interrupts
-// SQLite mid-call. An interrupt can arrive just after a statement
-// finished (the driver's watcher races the statement's end), and then
-// stays set on the connection: database/sql discards the connection, and
-// SQLite's checkpoint at its close fails, leaving the -wal journal behind
-// (TestLocalCloseClosesTheFile's cancelled receives left it in 116 of
-// 3,000 rounds). A call takes milliseconds, or the busy timeout at most when
-// another process holds the lock, so finishing it costs a caller that
-// gave up nothing worth the risk.
-func SQLiteContext(ctx context.Context) (context.Context, context.CancelFunc, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, nil, err
-	}
-	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqliteCallTimeout)
-	return c, cancel, nil
-}
-
-// sqliteBusyTimeout is how long a statement waits for another process's
-// lock (OpenSQLite's busy_timeout).
-const sqliteBusyTimeout = 10 * time.Second
-
-// sqliteCallTimeout bounds one SQLiteContext call: its write lock's wait
-// (immediate transactions take it first) and its statements.
-const sqliteCallTimeout = sqliteBusyTimeout + 5*time.Second
-
 // OpenLocal opens (creating when needed) the queue cfg.Name in cfg.Path.
 func OpenLocal(cfg LocalConfig) (*Local, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	db, err := OpenSQLite(cfg.Path)
+	db, err := sqlite.Open(cfg.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +159,7 @@ func (q *Local) Close() error {
 	var err error
 	q.once.Do(func() {
 		close(q.closed)
-		err = CloseSQLite(q.db)
+		err = sqlite.Close(q.db)
 	})
 	return err
 }
@@ -267,7 +198,7 @@ func (q *Local) Send(ctx context.Context, msgs []Outgoing) ([]error, error) {
 			errs[i] = fmt.Errorf("%w: %d bytes", ErrTooLarge, len(m.Body))
 		}
 	}
-	ctx, cancel, err := SQLiteContext(ctx)
+	ctx, cancel, err := sqlite.CallContext(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +299,7 @@ func (q *Local) Receive(ctx context.Context, opts ReceiveOptions) ([]Message, er
 }
 
 func (q *Local) tryReceive(ctx context.Context, opts ReceiveOptions) ([]Message, error) {
-	ctx, cancel, err := SQLiteContext(ctx)
+	ctx, cancel, err := sqlite.CallContext(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -514,7 +445,7 @@ func (q *Local) perReceipt(ctx context.Context, op string, n int, f func(*sql.Tx
 	if q.isClosed() {
 		return nil, ErrClosed
 	}
-	ctx, cancel, err := SQLiteContext(ctx)
+	ctx, cancel, err := sqlite.CallContext(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -558,7 +489,7 @@ type LocalStats struct {
 // Stats counts the queue's messages now.
 func (q *Local) Stats(ctx context.Context) (LocalStats, error) {
 	var s LocalStats
-	ctx, cancel, err := SQLiteContext(ctx)
+	ctx, cancel, err := sqlite.CallContext(ctx)
 	if err != nil {
 		return s, err
 	}
@@ -581,7 +512,7 @@ func (q *Local) DeadLettered() int64 { return q.dead.Load() }
 // DeadLetters returns the messages in the dead-letter table, oldest first
 // (their Receipt is empty).
 func (q *Local) DeadLetters(ctx context.Context) ([]Message, error) {
-	ctx, cancel, err := SQLiteContext(ctx)
+	ctx, cancel, err := sqlite.CallContext(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -612,7 +543,7 @@ func (q *Local) DeadLetters(ctx context.Context) ([]Message, error) {
 // Redrive moves every dead letter back to the queue with a fresh receive
 // count, returning how many moved.
 func (q *Local) Redrive(ctx context.Context) (int, error) {
-	ctx, cancel, err := SQLiteContext(ctx)
+	ctx, cancel, err := sqlite.CallContext(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -641,7 +572,7 @@ func (q *Local) Redrive(ctx context.Context) (int, error) {
 
 // Check runs SQLite's integrity check on the file.
 func (q *Local) Check(ctx context.Context) error {
-	ctx, cancel, err := SQLiteContext(ctx)
+	ctx, cancel, err := sqlite.CallContext(ctx)
 	if err != nil {
 		return err
 	}

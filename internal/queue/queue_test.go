@@ -370,21 +370,6 @@ func TestSQSRedrivePolicyIsMoto(t *testing.T) {
 	require.Contains(t, out.Attributes[string(types.QueueAttributeNameRedrivePolicy)], "maxReceiveCount")
 }
 
-func TestOpenSQLiteOddPaths(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	for _, name := range []string{"seed#0.db", "a?b.db", "100%.db"} {
-		path := filepath.Join(dir, name)
-		db, err := queue.OpenSQLite(path)
-		require.NoError(t, err)
-		_, err = db.Exec("CREATE TABLE t (x INTEGER)")
-		require.NoError(t, err)
-		require.NoError(t, db.Close())
-		_, err = os.Stat(path)
-		require.NoError(t, err, "the file named %q must exist", name)
-	}
-}
-
 // TestLocalCloseClosesTheFile: Close returns once the file is closed, even
 // when a Receive's context ended while a statement ran just before. SQLite
 // removes the -wal journal when its last connection closes, so the journal
@@ -392,7 +377,7 @@ func TestOpenSQLiteOddPaths(t *testing.T) {
 // database/sql releasing the cancelled connection on a goroutine of its own
 // after Close had returned, and the driver's interrupt watcher firing just
 // after a statement finished, which marks the connection bad and interrupts
-// SQLite's checkpoint on close. Statements now run under SQLiteContext (a
+// SQLite's checkpoint on close. Statements now run under sqlite.CallContext (a
 // deadline, no cancellation); before that about 1 round in 25 here kept the
 // journal (116 of 3,000 in a longer run, 0 of 3,000 after).
 func TestLocalCloseClosesTheFile(t *testing.T) {

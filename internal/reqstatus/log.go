@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/verdict-dev/verdict/internal/queue"
+	"github.com/verdict-dev/verdict/internal/sqlite"
 	"github.com/verdict-dev/verdict/lambda"
 )
 
@@ -34,7 +34,7 @@ CREATE INDEX IF NOT EXISTS request_decisions_decision ON request_decisions (deci
 
 // OpenLog opens (creating if needed) the request log at path.
 func OpenLog(path string) (*Log, error) {
-	db, err := queue.OpenSQLite(path)
+	db, err := sqlite.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -46,12 +46,12 @@ func OpenLog(path string) (*Log, error) {
 }
 
 // Close closes the log.
-func (l *Log) Close() error { return queue.CloseSQLite(l.db) }
+func (l *Log) Close() error { return sqlite.Close(l.db) }
 
 // Record is the front door's RecordFunc: it runs once the request is
 // enqueued. A retried request (same Idempotency-Key) is recorded once.
 func (l *Log) Record(ctx context.Context, c lambda.Caller, a *lambda.Accepted) error {
-	ctx, cancel, err := queue.SQLiteContext(ctx)
+	ctx, cancel, err := sqlite.CallContext(ctx)
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ type logged struct {
 // get returns a logged request, or found=false.
 func (l *Log) get(ctx context.Context, id string) (logged, bool, error) {
 	var r logged
-	ctx, cancel, err := queue.SQLiteContext(ctx)
+	ctx, cancel, err := sqlite.CallContext(ctx)
 	if err != nil {
 		return r, false, err
 	}
@@ -113,7 +113,7 @@ func (l *Log) get(ctx context.Context, id string) (logged, bool, error) {
 
 // requestsOf lists the requests holding a decision id, oldest first.
 func (l *Log) requestsOf(ctx context.Context, decisionID string) ([]string, error) {
-	ctx, cancel, err := queue.SQLiteContext(ctx)
+	ctx, cancel, err := sqlite.CallContext(ctx)
 	if err != nil {
 		return nil, err
 	}

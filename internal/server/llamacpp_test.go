@@ -17,7 +17,7 @@ import (
 
 	"github.com/verdict-dev/verdict/engine/enginetest"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
-	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/gguf"
 	"github.com/verdict-dev/verdict/internal/server"
 )
 
@@ -26,7 +26,7 @@ import (
 func realEngine(t *testing.T, opts llamacpp.Options) *llamacpp.Engine {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	require.NoError(t, model.Synth(path, model.SynthOptions{Shape: "tiny", Seed: 1}))
+	require.NoError(t, gguf.Synth(path, gguf.SynthOptions{Shape: "tiny", Seed: 1}))
 	opts.ModelPath = path
 	if opts.Threads == 0 {
 		opts.Threads = 1

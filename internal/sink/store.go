@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/verdict-dev/verdict/internal/queue"
+	"github.com/verdict-dev/verdict/internal/sqlite"
 )
 
 // Store is the local results store: one SQLite table keyed by request id +
@@ -37,7 +37,7 @@ func OpenStore(path string) (*Store, error) {
 	if path == "" {
 		return nil, fmt.Errorf("%w: store path is required", ErrConfig)
 	}
-	db, err := queue.OpenSQLite(path)
+	db, err := sqlite.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -49,14 +49,14 @@ func OpenStore(path string) (*Store, error) {
 }
 
 // Close closes the file.
-func (s *Store) Close() error { return queue.CloseSQLite(s.db) }
+func (s *Store) Close() error { return sqlite.Close(s.db) }
 
 // Name is "store".
 func (s *Store) Name() string { return "store" }
 
 // Publish stores the records in one transaction, keeping existing copies.
 func (s *Store) Publish(ctx context.Context, recs []Record) error {
-	ctx, cancel, err := queue.SQLiteContext(ctx)
+	ctx, cancel, err := sqlite.CallContext(ctx)
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ type Stored struct {
 }
 
 func (s *Store) query(ctx context.Context, where string, args ...any) ([]Stored, error) {
-	ctx, cancel, err := queue.SQLiteContext(ctx)
+	ctx, cancel, err := sqlite.CallContext(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +154,7 @@ func (s *Store) All(ctx context.Context) ([]Stored, error) {
 
 // Count returns the number of stored records.
 func (s *Store) Count(ctx context.Context) (int, error) {
-	ctx, cancel, err := queue.SQLiteContext(ctx)
+	ctx, cancel, err := sqlite.CallContext(ctx)
 	if err != nil {
 		return 0, err
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/verdict-dev/verdict/internal/model"
+	"github.com/verdict-dev/verdict/internal/gguf"
 )
 
 // tinyPath is a synthetic model written once for the package.
@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	tinyPath = filepath.Join(dir, "tiny.gguf")
-	if err := model.Synth(tinyPath, model.SynthOptions{Shape: "tiny", Seed: 7}); err != nil {
+	if err := gguf.Synth(tinyPath, gguf.SynthOptions{Shape: "tiny", Seed: 7}); err != nil {
 		panic(err)
 	}
 	code := m.Run()

@@ -1,4 +1,4 @@
-package model
+package gguf
 
 // GGUF is llama.cpp's model file format. All numbers are little-endian:
 //

@@ -1,4 +1,4 @@
-package model
+package gguf
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-// Package model handles GGUF model files without loading them into an
+// Package gguf handles GGUF model files without loading them into an
 // engine: it writes deterministic synthetic models for tests and benchmarks
 // (Synth), reads a file's identity (Inspect), and pins files by sha256
 // (manifest files, Verify).
@@ -14,4 +14,4 @@
 // included) from a GGUF such as llama.cpp's models/ggml-vocab-qwen35.gguf
 // (LoadVocab). Their weights are random, so their answers are meaningless;
 // their shapes and costs are real.
-package model
+package gguf
