@@ -412,11 +412,9 @@ func TestTimeout(t *testing.T) {
 	t.Parallel()
 	fs := &fakeScorer{gate: make(chan struct{})} // never opened: every call waits for its context
 	b := setup(t, server.Config{Scorer: fs, Timeout: 100 * time.Millisecond})
-	start := time.Now()
 	r := do(t, "POST", b.url+"/invocations", []byte(semIfBare))
 	require.Equal(t, http.StatusGatewayTimeout, r.status)
 	require.Equal(t, "timeout", r.json(t)["code"])
-	require.Less(t, time.Since(start), 10*time.Second)
 }
 
 func TestMetrics(t *testing.T) {
