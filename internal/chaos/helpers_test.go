@@ -70,8 +70,8 @@ func TestMain(m *testing.M) {
 		verdictBin = os.Getenv("VERDICT_CHAOS_BIN")
 		if verdictBin == "" {
 			verdictBin = filepath.Join(dir, "verdict")
-			if out, err := exec.Command("go", "build", "-o", verdictBin, "../cmd/verdict").CombinedOutput(); err != nil {
-				fmt.Fprintf(os.Stderr, "go build ../cmd/verdict: %v\n%s", err, out)
+			if out, err := exec.Command("go", "build", "-o", verdictBin, "../../cmd/verdict").CombinedOutput(); err != nil {
+				fmt.Fprintf(os.Stderr, "go build ../../cmd/verdict: %v\n%s", err, out)
 				return 1
 			}
 		}
