@@ -9,7 +9,7 @@
 //
 // Handle does, in order:
 //
-//  1. route and method: POST /v1/decisions (SemIf: one decision, bare or
+//  1. path and method: POST /v1/decisions (SemIf: one decision, bare or
 //     under "decision", or a batch under "decisions") and
 //     POST /v1/systemone/async (System One: one state, typed questions);
 //  2. content type (415), body size (413);
@@ -37,5 +37,5 @@
 //
 // The Lambda adapters are HandleHTTPAPI and HandleFunctionURL; cmd/bootstrap
 // starts the first with aws-lambda-go (both event sources share the 2.0
-// payload shape). ServeHTTP serves the same routes over net/http.
+// payload shape). ServeHTTP serves the same paths over net/http.
 package lambda

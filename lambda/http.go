@@ -10,7 +10,7 @@ import (
 	"github.com/verdict-dev/verdict/decision"
 )
 
-// ServeHTTP serves the front door's routes over net/http (verdict up). The
+// ServeHTTP serves the front door's paths over net/http (verdict up). The
 // body is read up to the size limit; anything longer is answered 413, and a
 // body that stalls past the listener's read deadline 408.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
