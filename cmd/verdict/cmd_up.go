@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/verdict-dev/verdict/decision"
-	"github.com/verdict-dev/verdict/internal/listen"
 	"github.com/verdict-dev/verdict/internal/gguf"
+	"github.com/verdict-dev/verdict/internal/listen"
 	"github.com/verdict-dev/verdict/internal/queue"
 	"github.com/verdict-dev/verdict/internal/reqstatus"
 	"github.com/verdict-dev/verdict/internal/sink"

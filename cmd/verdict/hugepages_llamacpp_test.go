@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/verdict-dev/verdict/engine/llamacpp"
-	"github.com/verdict-dev/verdict/internal/hugepages"
 	"github.com/verdict-dev/verdict/internal/gguf"
+	"github.com/verdict-dev/verdict/internal/hugepages"
 )
 
 // loadedLine is the engine's "model loaded" log line of a JSON log.

@@ -57,30 +57,49 @@ const (
 // done, and returns how long it waited. max <= 0 does not wait. Where
 // /proc/stat cannot be read it waits one window.
 func Quiet(ctx context.Context, max time.Duration) time.Duration {
-	return quiet(ctx, max, quietWindow, cpuTimes)
+	return quiet(ctx, max, quietWindow, cpuTimes, wallClock{})
 }
 
-// quiet is Quiet with its sampling window and CPU-time reader given: it
-// samples read every window until the CPUs were idle over one, max has
-// passed or ctx is done, and returns how long it waited.
-func quiet(ctx context.Context, max, window time.Duration, read func() (idle, total uint64, ok bool)) time.Duration {
+// clock is what quiet needs of time: a reading, and a wait that ends
+// early, returning false, when ctx is done.
+type clock interface {
+	Now() time.Time
+	Sleep(ctx context.Context, d time.Duration) bool
+}
+
+// wallClock is the clock of the machine.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+func (wallClock) Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// quiet is Quiet with its sampling window, CPU-time reader and clock
+// given: it samples read every window until the CPUs were idle over one,
+// max has passed or ctx is done, and returns how long it waited.
+func quiet(ctx context.Context, max, window time.Duration, read func() (idle, total uint64, ok bool), clk clock) time.Duration {
 	if max <= 0 {
 		return 0
 	}
-	start := time.Now()
+	start := clk.Now()
 	for {
 		idle0, total0, ok := read()
-		select {
-		case <-ctx.Done():
-			return time.Since(start)
-		case <-time.After(window):
-		}
-		if !ok {
-			return time.Since(start)
+		if !clk.Sleep(ctx, window) || !ok {
+			return clk.Now().Sub(start)
 		}
 		idle1, total1, ok := read()
-		if !ok || total1 <= total0 || float64(idle1-idle0)/float64(total1-total0) >= quietIdle || time.Since(start) >= max {
-			return time.Since(start)
+		waited := clk.Now().Sub(start)
+		if !ok || total1 <= total0 || float64(idle1-idle0)/float64(total1-total0) >= quietIdle || waited >= max {
+			return waited
 		}
 	}
 }

@@ -109,33 +109,92 @@ func TestTogetherNote(t *testing.T) {
 type cpuClock struct {
 	idle, reads  int
 	idleT, total uint64
+	broken       bool // reads fail, as where there is no /proc/stat
 }
 
 func (c *cpuClock) read() (uint64, uint64, bool) {
 	c.reads++
 	c.idleT += uint64(c.idle)
 	c.total += 100
-	return c.idleT, c.total, true
+	return c.idleT, c.total, !c.broken
 }
 
-// Quiet returns once the CPUs are idle, and not before its bound while
-// they are busy; a done context or no bound ends it at once. The CPU
-// times are a fake, so the outcome depends on no load or clock.
+// fakeClock is a clock whose Sleep returns at once, moving the time on by
+// what it was asked to wait; it counts the waits.
+type fakeClock struct {
+	now     time.Time
+	windows int
+}
+
+func (c *fakeClock) Now() time.Time { return c.now }
+
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	c.windows++
+	c.now = c.now.Add(d)
+	return true
+}
+
+// Quiet samples the CPUs a window at a time until they were idle over one,
+// and no longer than its bound while they are busy; a done context, no
+// bound or no CPU times end it. The CPU times and the clock are fakes, so
+// the outcome depends on no load or clock of the machine: the test counts
+// samples and windows.
 func TestQuietWaitsForIdleCPUsWithinItsBound(t *testing.T) {
 	t.Parallel()
-	busy := &cpuClock{idle: 0}
-	waited := quiet(context.Background(), 20*time.Millisecond, time.Millisecond, busy.read)
-	require.GreaterOrEqual(t, waited, 20*time.Millisecond, "busy CPUs: waits its whole bound")
-	require.GreaterOrEqual(t, busy.reads, 4, "sampled more than once")
+	ctx := context.Background()
+	busy, clk := &cpuClock{idle: 0}, &fakeClock{}
+	quiet(ctx, 20*time.Millisecond, time.Millisecond, busy.read, clk)
+	require.Equal(t, 20, clk.windows, "busy CPUs: windows until the bound")
+	require.Equal(t, 40, busy.reads, "two samples a window")
 
-	idle := &cpuClock{idle: 95}
-	require.Less(t, quiet(context.Background(), time.Hour, time.Millisecond, idle.read), time.Hour)
-	require.Equal(t, 2, idle.reads, "idle CPUs: one window and done")
+	idle, clk := &cpuClock{idle: 95}, &fakeClock{}
+	quiet(ctx, time.Hour, time.Millisecond, idle.read, clk)
+	require.Equal(t, 1, clk.windows, "idle CPUs: one window and done")
+	require.Equal(t, 2, idle.reads)
 
-	ctx, cancel := context.WithCancel(context.Background())
+	half, clk := &cpuClock{idle: 89}, &fakeClock{}
+	quiet(ctx, 5*time.Millisecond, time.Millisecond, half.read, clk)
+	require.Equal(t, 5, clk.windows, "89% idle is not quiet")
+
+	done, cancel := context.WithCancel(ctx)
 	cancel()
-	require.Less(t, quiet(ctx, time.Hour, time.Hour, busy.read), time.Hour, "a done context ends the wait")
-	require.Zero(t, Quiet(context.Background(), 0), "no bound: no wait")
+	busy, clk = &cpuClock{idle: 0}, &fakeClock{}
+	quiet(done, time.Hour, time.Millisecond, busy.read, clk)
+	require.Zero(t, clk.windows, "a done context ends the wait")
+
+	broken, clk := &cpuClock{broken: true}, &fakeClock{}
+	quiet(ctx, time.Hour, time.Millisecond, broken.read, clk)
+	require.Equal(t, 1, clk.windows, "no CPU times: one window")
+
+	busy, clk = &cpuClock{idle: 0}, &fakeClock{}
+	quiet(ctx, 0, time.Millisecond, busy.read, clk)
+	require.Zero(t, busy.reads+clk.windows, "no bound: no wait")
+}
+
+// Interleave prepares each round before its modes, runs them in
+// Rotation's order and stops at the first error, of a mode or of a
+// round's preparation.
+func TestInterleavePreparesEachRoundFirst(t *testing.T) {
+	t.Parallel()
+	var events []string
+	begin := func(r int) error { events = append(events, fmt.Sprintf("begin %d", r)); return nil }
+	run := func(r, i int) error { events = append(events, fmt.Sprintf("%d.%d", r, i)); return nil }
+	require.NoError(t, Interleave(context.Background(), 2, 2, 0, begin, run))
+	require.Equal(t, []string{"begin 0", "0.0", "0.1", "begin 1", "1.1", "1.0"}, events)
+
+	events = nil
+	boom := errors.New("boom")
+	err := Interleave(context.Background(), 3, 2, 0, func(r int) error {
+		if r == 1 {
+			return boom
+		}
+		return begin(r)
+	}, run)
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, []string{"begin 0", "0.0", "0.1"}, events)
 }
 
 // Interleaved: within each run of k states, one question of each in turn;

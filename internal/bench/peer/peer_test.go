@@ -153,27 +153,119 @@ func table(r *Report) string {
 }
 
 // llamaArgs: one context of 8,192 tokens per slot, verdict's threads for
-// both of llama-server's thread settings, verdict's GPU layers (-1: all),
-// the port left for start.
+// both of llama-server's thread settings, verdict's GPU layers (-1: all);
+// start adds the address by the server's kind.
 func TestLlamaArgs(t *testing.T) {
 	cfg := Config{Model: "m.gguf", Threads: 2}
+	argv := func(slots int) []string { return append(llamaArgs(cfg, slots), llamaServer.listenArgs(8081)...) }
 	require.Equal(t, []string{"-m", "m.gguf", "--threads", "2", "--threads-batch", "2", "--gpu-layers", "0", "--parallel", "1", "-c", "8192",
-		"--log-disable", "--host", "127.0.0.1", "--port"}, llamaArgs(cfg, 1))
+		"--log-disable", "--host", "127.0.0.1", "--port", "8081"}, argv(1))
 	require.Equal(t, []string{"-m", "m.gguf", "--threads", "2", "--threads-batch", "2", "--gpu-layers", "0", "--parallel", "4", "-c", "32768",
-		"--log-disable", "--host", "127.0.0.1", "--port"}, llamaArgs(cfg, 4))
+		"--log-disable", "--host", "127.0.0.1", "--port", "8081"}, argv(4))
 	cfg.GPULayers = -1
 	require.Contains(t, strings.Join(llamaArgs(cfg, 1), " "), "--gpu-layers all --parallel")
 	cfg.GPULayers = 12
 	require.Contains(t, strings.Join(llamaArgs(cfg, 1), " "), "--gpu-layers 12 --parallel")
+	require.Equal(t, "/health", llamaServer.health())
 }
 
 // verdictArgs: llama-server's threads and GPU layers, the concurrent
 // modes' clients, the harness's request bound as serve's --timeout, the
-// engine flags passed on, the address last.
+// engine flags passed on; start adds the address last.
 func TestVerdictArgs(t *testing.T) {
 	cfg := Config{Model: "m.gguf", Threads: 2, GPULayers: -1, Slots: 4, Timeout: 10 * time.Minute, VerdictArgs: []string{"--prefix-cache-store", "host"}}
 	require.Equal(t, []string{"serve", "--model", "m.gguf", "--threads", "2", "--gpu-layers", "-1", "--log-level", "warn",
-		"--max-concurrent", "4", "--timeout", "10m0s", "--prefix-cache-store", "host", "--addr"}, verdictArgs(cfg))
+		"--max-concurrent", "4", "--timeout", "10m0s", "--prefix-cache-store", "host", "--addr", "127.0.0.1:8080"},
+		append(verdictArgs(cfg), verdictServe.listenArgs(8080)...))
+	require.Equal(t, "/ping", verdictServe.health())
+}
+
+// TestPlanDrivesEachModesServer: the modes of the report in order, each
+// with the server, API and clients it is measured with; the second
+// llama-server build adds one mode per workload, one slot each.
+func TestPlanDrivesEachModesServer(t *testing.T) {
+	s := &servers{verdict: &server{}, one: &server{}, many: &server{}}
+	cfg := Config{Slots: 3, AltLabel: "no OpenMP"}
+	type row struct {
+		name, workload string
+		clients        int
+		srv            *server
+		api            api
+	}
+	want := []row{
+		{"verdict System One, a request per state", shared, 3, s.verdict, systemOneAPI},
+		{"verdict SemIf, a request per decision", shared, 3, s.verdict, semIfAPI},
+		{"llama-server 1 slot, a completion per question", shared, 1, s.one, completionAPI},
+		{"llama-server 3 slots, a completion per question", shared, 3, s.many, completionAPI},
+		{"verdict SemIf, a request per decision", independent, 3, s.verdict, semIfAPI},
+		{"llama-server 1 slot, a completion per decision", independent, 1, s.one, completionAPI},
+		{"llama-server 3 slots, a completion per decision", independent, 3, s.many, completionAPI},
+	}
+	got := func() []row {
+		var out []row
+		for _, m := range plan(cfg, s) {
+			out = append(out, row{m.Name, m.Workload, m.Clients, m.srv, m.api})
+		}
+		return out
+	}
+	require.Equal(t, want, got())
+	require.Equal(t, []*server{s.verdict, s.one, s.many}, s.list())
+
+	s.alt = &server{}
+	want = append(want,
+		row{"llama-server (no OpenMP) 1 slot, a completion per question", shared, 1, s.alt, completionAPI},
+		row{"llama-server (no OpenMP) 1 slot, a completion per decision", independent, 1, s.alt, completionAPI})
+	require.Equal(t, want, got())
+	require.Equal(t, []*server{s.verdict, s.one, s.many, s.alt}, s.list())
+}
+
+// TestModeSendsItsWorkload: a shared mode sends every decision of its
+// round, an independent one each state's first; a round's measurement
+// is its decisions over its wall time.
+func TestModeSendsItsWorkload(t *testing.T) {
+	var cases [][]byte
+	for _, l := range strings.Split(twoCases, "\n") {
+		cases = append(cases, []byte(l))
+	}
+	w, err := buildRound(cases, "1.1", engine.ChatPlain)
+	require.NoError(t, err)
+	m := &mode{Mode: Mode{Workload: shared}, work: w}
+	require.Equal(t, []int{0, 1, 2}, m.decisions())
+	m.Workload = independent
+	require.Equal(t, []int{0, 2}, m.decisions())
+	require.Equal(t, cases, m.cases(Config{Cases: nil, IndependentCases: cases}))
+
+	m.record(2, 4*time.Second, 120, []time.Duration{1500 * time.Microsecond, 2 * time.Second})
+	require.Equal(t, []float64{0.5}, m.DecisionsPerSec)
+	require.Equal(t, []int64{120}, m.TokensEvaluated)
+	require.Equal(t, []float64{1.5, 2000}, m.LatencyMs)
+}
+
+// withDefaults fills in what is unset and needs cases.
+func TestConfigDefaults(t *testing.T) {
+	_, err := Config{}.withDefaults()
+	require.ErrorContains(t, err, "peer: no cases")
+	cfg, err := Config{Cases: [][]byte{[]byte("{}")}}.withDefaults()
+	require.NoError(t, err)
+	require.Equal(t, 3, cfg.Rounds)
+	require.Equal(t, 4, cfg.Slots)
+	require.Equal(t, 10*time.Minute, cfg.Timeout)
+	require.NotNil(t, cfg.Log)
+	require.Equal(t, cfg.Cases, cfg.IndependentCases)
+}
+
+// addPrefill: a round's rate is the faster system's; the peaks are each
+// system's fastest round and the faster of those.
+func TestAddPrefill(t *testing.T) {
+	var r Report
+	r.addPrefill(900, 1000)
+	r.addPrefill(950, 700)
+	require.Equal(t, []float64{900, 950}, r.PrefillPeer)
+	require.Equal(t, []float64{1000, 700}, r.PrefillVerdict)
+	require.Equal(t, []float64{1000, 950}, r.PrefillRounds)
+	require.Equal(t, 950.0, r.PeakPrefillPeer)
+	require.Equal(t, 1000.0, r.PeakPrefillVerdict)
+	require.Equal(t, 1000.0, r.PeakPrefill)
 }
 
 // TestDistinctPrefixesCountsTheTokenTrie: shared prefixes count once,
