@@ -59,10 +59,10 @@ type Config struct {
 	Webhook *sink.Webhook
 	// Policy holds the policy in force. Defaults to policy.Default().
 	Policy *policy.Holder
-	// Concurrency is the most received batches processed at once, 1 or
-	// more. A worker that has measured nothing yet, or has just received a
-	// message that was delivered before (see MaxMessages), processes one
-	// batch at a time. Defaults to 2.
+	// Concurrency is the most receives (the messages of one receive call)
+	// processed at once, 1 or more. A worker that has measured nothing
+	// yet, or has just received a message that was delivered before (see
+	// MaxMessages), processes one receive at a time. Defaults to 2.
 	Concurrency int
 	// MaxMessages is the most messages one receive takes, 1..10. The
 	// worker takes fewer when its measured processing time says more would

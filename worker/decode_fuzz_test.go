@@ -2,12 +2,9 @@ package worker
 
 import (
 	"encoding/json"
-	"errors"
 	"testing"
-	"time"
 
 	"github.com/verdict-dev/verdict/decision"
-	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/internal/queue"
 )
 
@@ -53,91 +50,4 @@ func FuzzDecodeMessage(f *testing.F) {
 			}
 		}
 	})
-}
-
-func TestDecideMapsEveryOutcome(t *testing.T) {
-	t.Parallel()
-	w := &Worker{cfg: Config{RetryBase: DefaultRetryBase, RetryMax: DefaultRetryMax}}
-	cases := []struct {
-		err    error
-		verb   verb
-		reason string
-	}{
-		{nil, verbDelete, "done"},
-		{&invalidError{err: queue.ErrBadEnvelope}, verbDelete, "invalid"},
-		{errStopping, verbRelease, "shutdown"},
-		{&panicError{value: "boom"}, verbRelease, "panic"},
-		{&publishError{sink: "sqs", err: queue.ErrClosed}, verbRelease, "publish"},
-		{&decision.Error{Code: "busy", Retryable: true}, verbRelease, "retryable"},
-		{engine.ErrBusy, verbRelease, "retryable"},
-		{errors.New("engine exploded"), verbRelease, "failed"},
-		{errDeadline, verbRelease, "deadline"},
-		{engine.ErrClosed, verbRelease, "shutdown"},
-		// A decision the closing engine left unscored is released, not
-		// published as an error result.
-		{&decision.Error{Code: decision.CodeClosed, Retryable: true}, verbRelease, "shutdown"},
-		{engine.ErrorResult(&decision.Decision{ID: "d"}, engine.ErrClosed).Error, verbRelease, "shutdown"},
-	}
-	for _, c := range cases {
-		a := w.decide(c.err, 1, false)
-		if a.verb != c.verb || a.reason != c.reason {
-			t.Errorf("decide(%v) = %+v, want verb %d reason %s", c.err, a, c.verb, c.reason)
-		}
-	}
-	if a := w.decide(engine.ErrBusy, 1, true); a.verb != verbRelease || a.delay != 0 || a.reason != "shutdown" {
-		t.Errorf("stopping: %+v", a)
-	}
-	if a := w.decide(nil, 1, true); a.verb != verbDelete {
-		t.Errorf("stopping but done: %+v", a)
-	}
-	if d := w.backoff(1); d != DefaultRetryBase {
-		t.Errorf("backoff(1) = %v", d)
-	}
-	if d := w.backoff(3); d != 4*DefaultRetryBase {
-		t.Errorf("backoff(3) = %v", d)
-	}
-	if d := w.backoff(30); d != DefaultRetryMax {
-		t.Errorf("backoff(30) = %v", d)
-	}
-}
-
-// A fresh worker takes one message: it has no timing to tell what fits in
-// the visibility timeout, and it publishes nothing until its first batch is
-// scored. Timings then let it take more, as many as finish within half the
-// visibility timeout; a redelivered message makes it cautious again.
-func TestReceiveMaxStartsSmallAndFitsVisibility(t *testing.T) {
-	t.Parallel()
-	w := &Worker{cfg: Config{MaxMessages: 10, Visibility: 60 * time.Second}}
-	if n := w.receiveMax(); n != 1 {
-		t.Fatalf("before any measurement: %d, want 1", n)
-	}
-	w.observe(10*time.Millisecond, 1, false)
-	if n := w.receiveMax(); n != 10 {
-		t.Fatalf("after a quick message: %d, want 10", n)
-	}
-	// 4 messages took 40 s: 10 s each, so only 3 fit in half of 60 s.
-	w.perMsg = 0
-	w.observe(40*time.Second, 4, false)
-	if n := w.receiveMax(); n != 3 {
-		t.Fatalf("after slow batch: %d, want 3", n)
-	}
-	// Very slow: still one at a time, never zero.
-	w.perMsg = 10 * time.Minute
-	if n := w.receiveMax(); n != 1 {
-		t.Fatalf("very slow: %d, want 1", n)
-	}
-	// A redelivered message: one at a time until a receive without one.
-	w.perMsg = time.Millisecond
-	w.noteReceived([]queue.Message{{ReceiveCount: 1}, {ReceiveCount: 2}})
-	if n := w.receiveMax(); n != 1 {
-		t.Fatalf("after a redelivered message: %d, want 1", n)
-	}
-	w.observe(time.Millisecond, 1, true)
-	if n := w.receiveMax(); n != 1 {
-		t.Fatalf("still redelivered: %d, want 1", n)
-	}
-	w.observe(time.Millisecond, 1, false)
-	if n := w.receiveMax(); n != 10 {
-		t.Fatalf("after a fresh receive: %d, want 10", n)
-	}
 }

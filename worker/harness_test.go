@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,11 +36,18 @@ func TestMain(m *testing.M) {
 // real engine needs a model; see e2e_llamacpp_test.go). Its scores are a
 // deterministic function of the decision. Questions steer it: "poison"
 // panics, "crash" ends the process (only for the worker subprocess of
-// helper_test.go: it would end the test binary), "slow" sleeps SlowDelay
-// (honouring ctx), "busy" answers engine.ErrBusy.
+// helper_test.go: it would end the test binary), "block" waits until
+// Unblock is closed or the call's context ends, "busy" answers
+// engine.ErrBusy.
 type fakeScorer struct {
-	SlowDelay time.Duration
-	CallDelay time.Duration
+	// StartedFunc, when set, is called with the decision ids of each call
+	// as it starts: the test's event "the worker is scoring these".
+	StartedFunc func(ids []string)
+	// Unblock releases the "block" decisions; nil: only their call's
+	// context ending does.
+	Unblock <-chan struct{}
+	// BlockAll makes every decision a "block" one.
+	BlockAll bool
 
 	mu    sync.Mutex
 	calls map[string]int // decision id → times scored
@@ -48,6 +56,10 @@ type fakeScorer struct {
 }
 
 func (f *fakeScorer) Score(ctx context.Context, ds []decision.Decision) ([]decision.Result, error) {
+	ids := make([]string, len(ds))
+	for i := range ds {
+		ids[i] = ds[i].ID
+	}
 	f.mu.Lock()
 	if f.calls == nil {
 		f.calls = map[string]int{}
@@ -56,18 +68,10 @@ func (f *fakeScorer) Score(ctx context.Context, ds []decision.Decision) ([]decis
 		f.calls[d.ID]++
 	}
 	f.sizes = append(f.sizes, len(ds))
-	ids := make([]string, len(ds))
-	for i := range ds {
-		ids[i] = ds[i].ID
-	}
 	f.order = append(f.order, ids)
 	f.mu.Unlock()
-	if f.CallDelay > 0 {
-		select {
-		case <-time.After(f.CallDelay):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if f.StartedFunc != nil {
+		f.StartedFunc(ids)
 	}
 	out := make([]decision.Result, len(ds))
 	for i := range ds {
@@ -80,9 +84,9 @@ func (f *fakeScorer) Score(ctx context.Context, ds []decision.Decision) ([]decis
 			os.Exit(3)
 		case strings.Contains(d.Question, "busy"):
 			return nil, engine.ErrBusy
-		case strings.Contains(d.Question, "slow"):
+		case f.BlockAll || strings.Contains(d.Question, "block"):
 			select {
-			case <-time.After(f.SlowDelay):
+			case <-f.Unblock:
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
@@ -307,3 +311,63 @@ func eventually(t testing.TB, within time.Duration, cond func() bool, msg string
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// eventLog collects, in order, what a test's fakes, its worker's logs
+// (eventLogger) or its worker subprocesses (helper) report, so that a test
+// waits for an event instead of sleeping.
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+	next   int           // the first event no wait has passed yet
+	added  chan struct{} // closed and replaced by every add
+}
+
+func newEventLog() *eventLog { return &eventLog{added: make(chan struct{})} }
+
+func (l *eventLog) add(event string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, event)
+	close(l.added)
+	l.added = make(chan struct{})
+}
+
+// wait waits for an event that starts with prefix, later than the one the
+// previous wait returned, and returns it. within only guards against a
+// hang.
+func (l *eventLog) wait(t testing.TB, prefix string, within time.Duration) string {
+	t.Helper()
+	timeout := time.After(within)
+	for {
+		l.mu.Lock()
+		for ; l.next < len(l.events); l.next++ {
+			if e := l.events[l.next]; strings.HasPrefix(e, prefix) {
+				l.next++
+				l.mu.Unlock()
+				return e
+			}
+		}
+		added := l.added
+		l.mu.Unlock()
+		select {
+		case <-added:
+		case <-timeout:
+			t.Fatalf("no event %q within %v", prefix, within)
+		}
+	}
+}
+
+// eventLogger is a logger that adds the message of every record it gets
+// to l: the worker's own account of the steps it reaches ("worker
+// stopping: stop requested", "message released", …).
+func eventLogger(l *eventLog) *slog.Logger { return slog.New(eventHandler{l}) }
+
+type eventHandler struct{ l *eventLog }
+
+func (h eventHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h eventHandler) Handle(_ context.Context, r slog.Record) error {
+	h.l.add(r.Message)
+	return nil
+}
+func (h eventHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h eventHandler) WithGroup(string) slog.Handler      { return h }

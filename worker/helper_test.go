@@ -5,11 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -25,7 +25,13 @@ import (
 // The crash and signal tests run a worker in a subprocess: this test binary
 // again, with helperEnv set to a JSON helperSpec. It handles SIGTERM and
 // SIGINT like `verdict worker`: the first stops gracefully, the second
-// releases at once.
+// releases at once. It reports events on its standard output, one a line,
+// for the test to wait on (helper.events):
+//
+//	ready           the worker is built and the signals are watched
+//	scoring ID,…    a Scorer call for these decisions has started
+//	deleting        a Delete call has started (its records are published)
+//	signal          the first SIGTERM or SIGINT was received
 const helperEnv = "VERDICT_WORKER_TEST_HELPER"
 
 type helperSpec struct {
@@ -38,23 +44,29 @@ type helperSpec struct {
 	Endpoint    string        `json:"endpoint,omitempty"`
 	Visibility  time.Duration `json:"visibility"`
 	Shutdown    time.Duration `json:"shutdown"`
-	SlowDelay   time.Duration `json:"slow_delay"`
-	CallDelay   time.Duration `json:"call_delay"`
 	Concurrency int           `json:"concurrency"`
 	MaxMessages int           `json:"max_messages"`
-	// DeleteDelay widens the window between publishing and deleting, where
-	// a crash leads to duplicates.
-	DeleteDelay time.Duration `json:"delete_delay"`
+	// BlockAt makes the worker wait, once it reports the step, until the
+	// call's context ends (or the test kills it): "score" blocks every
+	// Scorer call, "delete" every Delete call, so that the test can stop
+	// or kill the worker at that step. "" blocks nothing ("block"
+	// decisions still block).
+	BlockAt string `json:"block_at,omitempty"`
 }
 
-// slowDeleteQueue delays deletes (test-only latency injection).
-type slowDeleteQueue struct {
+// reportingQueue reports every Delete call on the helper's output, and
+// blocks it when block is set (test-only).
+type reportingQueue struct {
 	queue.Queue
-	delay time.Duration
+	block bool
 }
 
-func (q slowDeleteQueue) Delete(ctx context.Context, receipts []string) ([]error, error) {
-	time.Sleep(q.delay)
+func (q reportingQueue) Delete(ctx context.Context, receipts []string) ([]error, error) {
+	fmt.Println("deleting")
+	if q.block {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	return q.Queue.Delete(ctx, receipts)
 }
 
@@ -88,11 +100,12 @@ func helperMain(spec string) {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		os.Exit(2)
 	}
-	if s.DeleteDelay > 0 {
-		q = slowDeleteQueue{Queue: q, delay: s.DeleteDelay}
+	scorer := &fakeScorer{
+		StartedFunc: func(ids []string) { fmt.Println("scoring", strings.Join(ids, ",")) },
+		BlockAll:    s.BlockAt == "score",
 	}
 	w, err := worker.New(worker.Config{
-		Queue: q, Scorer: &fakeScorer{SlowDelay: s.SlowDelay, CallDelay: s.CallDelay}, Sinks: []sink.Sink{snk},
+		Queue: reportingQueue{Queue: q, block: s.BlockAt == "delete"}, Scorer: scorer, Sinks: []sink.Sink{snk},
 		Visibility: s.Visibility, Wait: time.Second, ShutdownTimeout: s.Shutdown, RetryBase: worker.None,
 		Concurrency: s.Concurrency, MaxMessages: s.MaxMessages, Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
@@ -105,6 +118,7 @@ func helperMain(spec string) {
 	fmt.Println("ready") // startHelper waits for this line
 	go func() {
 		<-sigs
+		fmt.Println("signal")
 		go func() {
 			<-sigs
 			ctx, cancel := context.WithCancel(context.Background())
@@ -123,8 +137,14 @@ func helperMain(spec string) {
 	os.Exit(0)
 }
 
-// startHelper starts a worker subprocess.
-func startHelper(t *testing.T, s helperSpec) *exec.Cmd {
+// helper is a worker subprocess and the events it reported.
+type helper struct {
+	*exec.Cmd
+	events *eventLog
+}
+
+// startHelper starts a worker subprocess and waits for it to be ready.
+func startHelper(t *testing.T, s helperSpec) *helper {
 	t.Helper()
 	b, err := json.Marshal(s)
 	require.NoError(t, err)
@@ -136,37 +156,35 @@ func startHelper(t *testing.T, s helperSpec) *exec.Cmd {
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	ready := make(chan bool, 1)
+	h := &helper{Cmd: cmd, events: newEventLog()}
 	go func() {
-		line, _ := bufio.NewReader(out).ReadString('\n')
-		ready <- line == "ready\n"
-		_, _ = io.Copy(io.Discard, out)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			h.events.add(sc.Text())
+		}
+		h.events.add("eof")
 	}()
-	select {
-	case ok := <-ready:
-		require.True(t, ok, "worker subprocess failed to start")
-	case <-time.After(30 * time.Second):
-		t.Fatal("worker subprocess did not start")
-	}
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 		}
 	})
-	return cmd
+	require.Equal(t, "ready", h.events.wait(t, "", 30*time.Second), "worker subprocess failed to start")
+	return h
 }
 
-// waitExit waits for a subprocess to exit and returns its exit code.
-func waitExit(t *testing.T, cmd *exec.Cmd, within time.Duration) int {
+// waitExit waits for the subprocess to exit and returns its exit code.
+// within only guards against a hang.
+func (h *helper) waitExit(t *testing.T, within time.Duration) int {
 	t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { done <- h.Wait() }()
 	select {
 	case <-done:
-		return cmd.ProcessState.ExitCode()
+		return h.ProcessState.ExitCode()
 	case <-time.After(within):
-		_ = cmd.Process.Kill()
+		_ = h.Process.Kill()
 		<-done
 		t.Fatalf("worker subprocess did not exit within %v", within)
 		return -1

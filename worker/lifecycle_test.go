@@ -19,16 +19,21 @@ import (
 )
 
 // hangingScorer is a fake engine whose calls never return and ignore their
-// context: a wedged engine or a network call without a timeout.
-type hangingScorer struct{ unblock chan struct{} }
+// context: a wedged engine or a network call without a timeout. Each call
+// reports "scoring" on events as it starts.
+type hangingScorer struct {
+	unblock chan struct{}
+	events  *eventLog
+}
 
 func newHangingScorer(t *testing.T) *hangingScorer {
-	h := &hangingScorer{unblock: make(chan struct{})}
+	h := &hangingScorer{unblock: make(chan struct{}), events: newEventLog()}
 	t.Cleanup(func() { close(h.unblock) }) // let the abandoned goroutines end
 	return h
 }
 
 func (h *hangingScorer) Score(context.Context, []decision.Decision) ([]decision.Result, error) {
+	h.events.add("scoring")
 	<-h.unblock
 	return nil, errors.New("unblocked at the end of the test")
 }
@@ -60,6 +65,25 @@ func metricsText(w *worker.Worker) string {
 	rec := httptest.NewRecorder()
 	w.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	return rec.Body.String()
+}
+
+// metricValue is the value of one of the worker's counters or gauges
+// without labels; 0 when it has none.
+func metricValue(t testing.TB, w *worker.Worker, name string) float64 {
+	t.Helper()
+	fams, err := w.Registry().Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		if f.GetName() != name || len(f.GetMetric()) == 0 {
+			continue
+		}
+		m := f.GetMetric()[0]
+		if c := m.GetCounter(); c != nil {
+			return c.GetValue()
+		}
+		return m.GetGauge().GetValue()
+	}
+	return 0
 }
 
 // A scorer or sink call that never returns does not hold its message: at
@@ -107,12 +131,13 @@ func TestStopBoundedWhenACallNeverReturns(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "local", bundleOpts{})
 	b.send(t, envelope("hang", mkDecision("h", "state", "q?")))
-	w, err := worker.New(worker.Config{Queue: b.q, Scorer: newHangingScorer(t), Sinks: []sink.Sink{b.sink},
+	hs := newHangingScorer(t)
+	w, err := worker.New(worker.Config{Queue: b.q, Scorer: hs, Sinks: []sink.Sink{b.sink},
 		Visibility: time.Hour, Wait: worker.None, Logger: quietLogger()})
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(context.Background()) }()
-	eventually(t, 20*time.Second, func() bool { return b.inFlight(t) == 1 }, "the worker did not take the message")
+	hs.events.wait(t, "scoring", 20*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	stopped := make(chan error, 1)
@@ -188,4 +213,71 @@ func TestClosedEngineReleasesAndStops(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, msgs, 1, "the message was not released at once")
 	require.Contains(t, metricsText(w), `verdict_worker_messages_released_total{reason="shutdown"} 1`)
+}
+
+// Cancelling Run's context is a requested stop: with ShutdownTimeout None
+// the message being scored is released at once with visibility 0, nothing
+// is published, and Run returns nil.
+func TestCancelledRunContextReleasesAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "local", bundleOpts{})
+	b.send(t, envelope("cancel", mkDecision("c", "state", "block?")))
+	events := newEventLog()
+	fs := &fakeScorer{StartedFunc: func([]string) { events.add("scoring") }} // blocks until its context ends
+	w, err := worker.New(worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink},
+		Visibility: time.Hour, ShutdownTimeout: worker.None, Wait: worker.None, Logger: quietLogger()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	events.wait(t, "scoring", 20*time.Second)
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "a requested stop is not an error")
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context was cancelled")
+	}
+	<-w.Closed()
+	require.Empty(t, b.results(t), "an unfinished message was published")
+	msgs, err := b.q.Receive(context.Background(), queue.ReceiveOptions{Max: 1})
+	require.NoError(t, err)
+	require.Len(t, msgs, 1, "the unfinished message was not released at once")
+	require.Equal(t, 2, msgs[0].ReceiveCount)
+	require.Contains(t, metricsText(w), `verdict_worker_messages_released_total{reason="shutdown"} 1`)
+}
+
+// Stop without a deadline drains: once it has begun, the message being
+// scored still finishes, is published and deleted, and Stop returns nil.
+func TestStopDrainsInFlight(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "local", bundleOpts{})
+	b.send(t, envelope("drain", mkDecision("d", "state", "block?")))
+	events := newEventLog()
+	unblock := make(chan struct{})
+	fs := &fakeScorer{Unblock: unblock, StartedFunc: func([]string) { events.add("scoring") }}
+	w, err := worker.New(worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink},
+		Visibility: time.Hour, Wait: worker.None, Logger: eventLogger(events)})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(context.Background()) }()
+	events.wait(t, "scoring", 20*time.Second)
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Stop(context.Background()) }()
+	events.wait(t, "worker stopping", 20*time.Second)
+	select {
+	case <-w.Closed():
+		t.Fatal("the worker finished before the message being scored did")
+	default:
+	}
+	close(unblock)
+	select {
+	case err := <-stopped:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Stop did not return after the message finished")
+	}
+	require.NoError(t, <-done)
+	require.Len(t, b.results(t)["drain/d"], 1, "the message in flight was not finished")
+	require.Zero(t, b.depth(t), "the finished message was not deleted")
 }

@@ -38,7 +38,8 @@ type publishError struct {
 func (e *publishError) Error() string { return "publish to " + e.sink + ": " + e.err.Error() }
 func (e *publishError) Unwrap() error { return e.err }
 
-// errStopping: the worker is stopping hard; the message was not finished.
+// errStopping: a stop abandoned the message's work, or a receive cut
+// short by a stop returned it; the message was not finished (see stop.go).
 var errStopping = errors.New("worker: stopping")
 
 // errDeadline: the message's deadline (Config.MessageTimeout) passed
@@ -65,8 +66,9 @@ type action struct {
 }
 
 // decide maps a message's processing outcome to its queue action. It is
-// the only place that makes this choice. stopping says the worker is
-// stopping hard: whatever did not succeed is released at once.
+// the only place that makes this choice. stopping says a stop has
+// abandoned the work in flight: whatever did not succeed is released at
+// once.
 func (w *Worker) decide(err error, receiveCount int, stopping bool) action {
 	var (
 		inv *invalidError

@@ -62,16 +62,16 @@ func TestCrashingMessageIsolatesItself(t *testing.T) {
 			// Done when every message is answered or dead-lettered.
 			done := func() bool { return len(b.results(t))+b.dead(t) == 10 || b.depth(t) == 0 }
 			for round := 0; round < 20 && !done(); round++ {
-				cmd := startHelper(t, spec)
+				h := startHelper(t, spec)
 				exited := make(chan struct{})
-				go func() { _ = cmd.Wait(); close(exited) }()
+				go func() { _ = h.Wait(); close(exited) }()
 				for finished := false; !finished; {
 					select {
 					case <-exited:
 						finished = true // crashed: start it again
 					case <-time.After(200 * time.Millisecond):
 						if done() {
-							require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+							require.NoError(t, h.Process.Signal(syscall.SIGTERM))
 							<-exited
 							finished = true
 						}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"math/rand"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -136,27 +135,43 @@ func TestPoisonMessageReachesDLQ(t *testing.T) {
 	}
 }
 
-func TestSlowDecisionNotRedelivered(t *testing.T) {
+// While a message is scored, the heartbeat extends its visibility, so that
+// it is not delivered again after its first visibility timeout. The local
+// queue's clock stands in for time: it is advanced only once the worker is
+// scoring the message, and again only after an extension made since the
+// previous advance is on record. (Extending is one ChangeVisibility call,
+// which the queue conformance suite checks on SQS too.)
+func TestHeartbeatKeepsSlowMessage(t *testing.T) {
 	t.Parallel()
-	for _, kind := range kinds {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			b := setup(t, kind, bundleOpts{})
-			b.send(t, envelope("slow", mkDecision("s", "state", "slow?")))
-			fs := &fakeScorer{SlowDelay: 5 * time.Second}
-			// Visibility 2 s: without the heartbeat the message would be
-			// received again (concurrency 2 leaves a free receiver).
-			w := start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}, Visibility: 2 * time.Second, Concurrency: 2})
-			got := b.waitResults(t, 1, 30*time.Second)
-			require.Len(t, got["slow/s"], 1)
-			eventually(t, 10*time.Second, func() bool { return b.depth(t) == 0 }, "message not deleted")
-			// A graceful stop finishes what the worker holds: had the
-			// message been delivered again while it was scored (past 2 s),
-			// that second copy would have been scored before Stop returns.
-			require.NoError(t, w.Stop(context.Background()))
-			require.Equal(t, 1, fs.callsOf("s"), "the slow decision was delivered again while being extended")
-		})
+	ctx := context.Background()
+	b := setup(t, "local", bundleOpts{clock: true})
+	b.send(t, envelope("slow", mkDecision("s", "state", "block?")))
+	unblock := make(chan struct{})
+	events := newEventLog()
+	fs := &fakeScorer{Unblock: unblock, StartedFunc: func(ids []string) { events.add("scoring " + strings.Join(ids, ",")) }}
+	const vis = 30 * time.Second
+	w := start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink},
+		Visibility: vis, Heartbeat: 500 * time.Millisecond, MessageTimeout: time.Hour})
+	events.wait(t, "scoring s", 20*time.Second)
+	extensions := func() float64 { return metricValue(t, w, "verdict_worker_visibility_extensions_total") }
+	for i := 0; i < 3; i++ {
+		// From the second round on, the clock is past the visibility the
+		// message was received with: only the extensions hide it.
+		b.clock.Advance(vis/2 + time.Second)
+		msgs, err := b.q.Receive(ctx, queue.ReceiveOptions{Max: 1})
+		require.NoError(t, err)
+		require.Empty(t, msgs, "round %d: delivered again while being scored", i)
+		// The second extension from now was made after the advance: it
+		// pushed the visibility to at least the clock's now + vis.
+		n := extensions()
+		eventually(t, 20*time.Second, func() bool { return extensions() >= n+2 }, "the heartbeat stopped extending")
 	}
+	close(unblock)
+	got := b.waitResults(t, 1, 30*time.Second)
+	require.Len(t, got["slow/s"], 1)
+	eventually(t, 10*time.Second, func() bool { return b.depth(t) == 0 }, "message not deleted")
+	require.NoError(t, w.Stop(ctx))
+	require.Equal(t, 1, fs.callsOf("s"))
 }
 
 func TestBusyEngineReleasesWithBackoff(t *testing.T) {
@@ -184,6 +199,10 @@ func TestBusyEngineReleasesWithBackoff(t *testing.T) {
 	require.Equal(t, 2, msgs[0].ReceiveCount)
 }
 
+// SIGTERM while a message is being scored: the worker stops receiving, and
+// the message, unfinished at the shutdown deadline (one signal) or at once
+// (a second signal), is released with visibility 0 and nothing is
+// published.
 func TestSIGTERMReleasesUnfinished(t *testing.T) {
 	t.Parallel()
 	for _, kind := range kinds {
@@ -195,22 +214,24 @@ func TestSIGTERMReleasesUnfinished(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				b := setup(t, kind, bundleOpts{})
-				b.send(t, envelope("term", mkDecision("t", "state", "slow?")))
+				b.send(t, envelope("term", mkDecision("t", "state", "block?")))
 				spec := b.spec
-				spec.Visibility, spec.SlowDelay, spec.Concurrency = 60*time.Second, time.Minute, 1
-				spec.Shutdown = time.Second
+				spec.Visibility, spec.Concurrency = 60*time.Second, 1
+				// A fifth of it, 1 s, is kept for the release.
+				spec.Shutdown = 5 * time.Second
 				if signals == 2 {
 					spec.Shutdown = 5 * time.Minute // only the second signal can make it quick
 				}
-				cmd := startHelper(t, spec)
-				eventually(t, 20*time.Second, func() bool { return b.inFlight(t) == 1 }, "the worker did not take the message")
-				time.Sleep(300 * time.Millisecond)
-				require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+				h := startHelper(t, spec)
+				h.events.wait(t, "scoring t", 20*time.Second)
+				require.NoError(t, h.Process.Signal(syscall.SIGTERM))
 				if signals == 2 {
-					time.Sleep(200 * time.Millisecond)
-					require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+					// Once the first signal is taken, the second cannot
+					// merge with it.
+					h.events.wait(t, "signal", 20*time.Second)
+					require.NoError(t, h.Process.Signal(syscall.SIGTERM))
 				}
-				require.Equal(t, 0, waitExit(t, cmd, 30*time.Second))
+				require.Equal(t, 0, h.waitExit(t, 60*time.Second))
 				// Released with visibility 0: it is back long before its
 				// 60 s visibility would have ended.
 				msgs, err := b.q.Receive(context.Background(), queue.ReceiveOptions{Max: 1, Wait: 5 * time.Second})
@@ -223,6 +244,10 @@ func TestSIGTERMReleasesUnfinished(t *testing.T) {
 	}
 }
 
+// A worker killed with SIGKILL at the steps where a crash matters — after
+// publishing and before deleting (the redelivery publishes the same records
+// again), and while scoring — loses nothing: a worker started afterwards
+// answers every decision, and the duplicates are identical.
 func TestCrashSafetyKill9(t *testing.T) {
 	t.Parallel()
 	for _, kind := range kinds {
@@ -238,29 +263,23 @@ func TestCrashSafetyKill9(t *testing.T) {
 			}
 			b.send(t, msgs...)
 			spec := b.spec
-			spec.Visibility, spec.Shutdown, spec.CallDelay = 2*time.Second, 10*time.Second, 300*time.Millisecond
-			spec.Concurrency, spec.MaxMessages, spec.DeleteDelay = 1, 3, 300*time.Millisecond
-			rng := rand.New(rand.NewSource(1))
-			for round := 0; round < 3; round++ {
-				before := len(b.results(t))
-				cmd := startHelper(t, spec)
-				// Kill it in the middle of things: once it has published
-				// something, often between publishing and deleting.
-				eventually(t, 30*time.Second, func() bool {
-					n := len(b.results(t))
-					return n > before || n == 2*nMsgs
-				}, "the worker made no progress")
-				time.Sleep(time.Duration(rng.Intn(300)) * time.Millisecond)
-				require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-				_ = waitExit(t, cmd, 10*time.Second)
+			spec.Visibility, spec.Shutdown = 2*time.Second, 10*time.Second
+			spec.Concurrency, spec.MaxMessages = 1, 3
+			for _, at := range []struct{ block, event string }{{"delete", "deleting"}, {"score", "scoring"}, {"delete", "deleting"}} {
+				spec.BlockAt = at.block
+				h := startHelper(t, spec)
+				h.events.wait(t, at.event, 30*time.Second)
+				require.NoError(t, h.Process.Signal(syscall.SIGKILL))
+				_ = h.waitExit(t, 10*time.Second)
 			}
-			cmd := startHelper(t, spec)
+			spec.BlockAt = ""
+			h := startHelper(t, spec)
 			b.waitResults(t, 2*nMsgs, 90*time.Second)
 			// Every message deleted: redeliveries of messages whose delete
 			// the kills interrupted have been processed again.
 			eventually(t, 60*time.Second, func() bool { return b.depth(t) == 0 }, "messages left in the queue")
-			require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-			require.Equal(t, 0, waitExit(t, cmd, 30*time.Second))
+			require.NoError(t, h.Process.Signal(syscall.SIGTERM))
+			require.Equal(t, 0, h.waitExit(t, 30*time.Second))
 			got := b.results(t)
 			require.Len(t, got, 2*nMsgs)
 			dups := 0
