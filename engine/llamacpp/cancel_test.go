@@ -30,32 +30,45 @@ func fanOut(prefix, state string, n int) []decision.Decision {
 func stopAtDecode(e *Engine, n int64, stop func()) *atomic.Int64 {
 	var calls, after atomic.Int64
 	var stopped atomic.Bool
-	e.beforeDecodeFunc = func() {
+	e.beforeDecodeFunc = func() error {
 		if stopped.Load() {
 			after.Add(1)
-			return
+			return nil
 		}
 		if calls.Add(1) == n {
 			stop()
 			stopped.Store(true)
 		}
+		return nil
 	}
 	return &after
 }
 
-// requireBranchesReturned waits until the engine is idle and requires
-// every branch sequence back in the pool.
+// requireBranchesReturned requires the engine idle and every branch
+// sequence back in the pool.
 func requireBranchesReturned(t *testing.T, e *Engine) {
 	t.Helper()
-	idle(t, e)
+	requireIdle(t, e)
 	require.Len(t, e.free, e.lctx.NSeqMax()-e.opts.PrefixCacheSlots, "branch sequences not returned")
 }
 
-// idle waits until the decode loop has finished every job (it releases a
-// job's admission when the job's last decision is done).
-func idle(t *testing.T, e *Engine) {
+// requireIdle requires that the decode loop has finished every job (it
+// releases a job's admission when the job's last decision is done). A
+// Score call that returned its results has had its job finished; after
+// one that returned because its caller gave up, wait for the job first
+// (jobsDone).
+func requireIdle(t *testing.T, e *Engine) {
 	t.Helper()
-	require.Eventually(t, func() bool { return e.Stats().Pending == 0 }, 60e9, 1e6)
+	require.Zero(t, e.Stats().Pending, "a job is still in flight")
+}
+
+// jobsDone reports on the returned channel every job the decode loop
+// finishes (each Score call's, answered or given up). Call it before the
+// engine's first Score; it holds up to 16 reports not yet received.
+func jobsDone(e *Engine) <-chan struct{} {
+	done := make(chan struct{}, 16)
+	e.jobDoneFunc = func(*job) { done <- struct{}{} }
+	return done
 }
 
 // A caller that gives up mid-round stops costing decode calls: the call
@@ -64,11 +77,12 @@ func idle(t *testing.T, e *Engine) {
 func TestCancelledWorkStopsWithinOneDecode(t *testing.T) {
 	t.Parallel()
 	e := newEngine(t, Options{BranchBatchTokens: 16})
+	done := jobsDone(e)
 	ctx, cancel := context.WithCancel(context.Background())
 	after := stopAtDecode(e, 3, cancel)
 	_, err := e.Score(ctx, fanOut("c", "A customer reports that invoices are duplicated.", 12))
 	require.ErrorIs(t, err, context.Canceled)
-	idle(t, e)
+	<-done // the loop has finished the cancelled job
 	require.Zero(t, after.Load(), "decode calls after the one during which the caller cancelled")
 	requireBranchesReturned(t, e)
 
@@ -84,6 +98,7 @@ func TestCancelledWorkStopsWithinOneDecode(t *testing.T) {
 func TestCancelledPrefillIsCutToWhatWasDecoded(t *testing.T) {
 	t.Parallel()
 	e := newEngine(t, Options{BatchSize: 32, UBatchSize: 32, BranchBatchTokens: 32, MaxSequences: 16})
+	done := jobsDone(e)
 	state := strings.Repeat("The export failed again overnight and the file was empty. ", 8)
 	ctx, cancel := context.WithCancel(context.Background())
 	after := stopAtDecode(e, 2, cancel)
@@ -93,7 +108,8 @@ func TestCancelledPrefillIsCutToWhatWasDecoded(t *testing.T) {
 	require.Greater(t, p, 3*32, "the head must take several prefill calls")
 	_, err = e.Score(ctx, []decision.Decision{d})
 	require.ErrorIs(t, err, context.Canceled)
-	idle(t, e)
+	<-done // the loop has finished the cancelled job
+	requireIdle(t, e)
 	require.Zero(t, after.Load(), "decode calls after the one during which the caller cancelled")
 	require.Len(t, e.cache.entries, 1)
 	require.Equal(t, 2*32, len(e.cache.entries[0].tokens), "the cached head is what two calls decoded")
@@ -138,11 +154,12 @@ func TestCloseStopsInFlightWorkWithinOneDecode(t *testing.T) {
 func TestCancelledNeighbourLeavesTheRoundExact(t *testing.T) {
 	t.Parallel()
 	e := newEngine(t, Options{BranchBatchTokens: 16})
-	gate, entered := make(chan struct{}), make(chan struct{})
+	gate, entered, queued := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var calls atomic.Int64
 	ctxA, cancelA := context.WithCancel(context.Background())
 	defer cancelA()
-	e.beforeDecodeFunc = func() {
+	e.queuedFunc = func() { queued <- struct{}{} }
+	e.beforeDecodeFunc = func() error {
 		switch calls.Add(1) {
 		case 1: // the first round: hold it until both jobs wait
 			close(entered)
@@ -150,15 +167,17 @@ func TestCancelledNeighbourLeavesTheRoundExact(t *testing.T) {
 		case 4: // inside the round of both jobs
 			cancelA()
 		}
+		return nil
 	}
 	go func() { _, _ = e.Score(context.Background(), []decision.Decision{routing("first", "Hold the loop.")}) }()
+	<-queued
 	<-entered
 	errA := make(chan error, 1)
 	go func() {
 		_, err := e.Score(ctxA, fanOut("a", "A customer cannot log in after the password reset.", 6))
 		errA <- err
 	}()
-	require.Eventually(t, func() bool { return len(e.jobs) == 1 }, 60e9, 1e6)
+	<-queued // a's job waits
 	b := fanOut("b", "An invoice was charged twice to the company card.", 6)
 	rsB := make(chan []decision.Result, 1)
 	go func() {
@@ -168,7 +187,7 @@ func TestCancelledNeighbourLeavesTheRoundExact(t *testing.T) {
 		}
 		rsB <- rs
 	}()
-	require.Eventually(t, func() bool { return len(e.jobs) == 2 }, 60e9, 1e6)
+	<-queued // b's job waits behind a's
 	close(gate)
 	require.ErrorIs(t, <-errA, context.Canceled)
 	got := <-rsB

@@ -15,8 +15,8 @@ import (
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/engine/llamacpp/internal/llama"
-	"github.com/verdict-dev/verdict/internal/hugepages"
 	"github.com/verdict-dev/verdict/internal/gguf"
+	"github.com/verdict-dev/verdict/internal/hugepages"
 )
 
 // Engine scores decisions with one llama.cpp context owned by one
@@ -57,8 +57,16 @@ type Engine struct {
 	free  []int // free branch sequence ids
 
 	// beforeDecodeFunc, when set (by tests), runs in the decode loop
-	// before every llama_decode call.
-	beforeDecodeFunc func()
+	// before every llama_decode call; an error it returns stands for the
+	// call's own, and the call is not made.
+	beforeDecodeFunc func() error
+	// queuedFunc, when set (by tests), runs in Score once the caller's
+	// job waits in the decode loop's queue.
+	queuedFunc func()
+	// jobDoneFunc, when set (by tests), runs in the decode loop when a
+	// job's last decision is finished, just before its caller is
+	// answered.
+	jobDoneFunc func(*job)
 }
 
 type job struct {
@@ -81,18 +89,26 @@ type item struct {
 	err               error
 	tokenize          time.Duration
 	queued            time.Duration
-	decode            time.Duration
 
 	// decode-loop state
-	job       *job
-	ctx       context.Context // the caller's; when done, the item stops
-	seq       int             // branch sequence
-	hasSeq    bool            // seq is taken
-	cursor    int             // tail tokens already in the KV cache
-	evaluated int             // tokens decoded for this decision
-	logp      []float64       // per option: summed log-probability (multi) or logit (single)
-	doneScore bool
-	started   time.Time
+	job *job
+	ctx context.Context // the caller's; when done, the item stops
+	attempt
+}
+
+// attempt is an item's progress through one try of its sub-round. A
+// failed try is retried from scratch on a clean KV memory: the retry
+// resets all of it at once (it.attempt = attempt{}, resetAttempts), so a
+// field added here is reset with the rest. What outlives a try (the
+// item's error, its head and tail) stays in item.
+type attempt struct {
+	seq       int           // branch sequence, when hasSeq
+	hasSeq    bool          // seq is taken
+	cursor    int           // tail tokens already in the KV cache
+	evaluated int           // tokens decoded for this decision
+	logp      []float64     // per option: summed log-probability (multi) or logit (single)
+	doneScore bool          // logp is complete: the decision is scored
+	decode    time.Duration // from the start of its branches to doneScore
 }
 
 // New loads the model, checks its pin and starts the decode loop.
@@ -345,6 +361,9 @@ func (e *Engine) Score(ctx context.Context, ds []decision.Decision) ([]decision.
 	// at most that many decisions (so jobs) waiting; and the loop is still
 	// running, since Close waits for life before stopping it.
 	e.jobs <- j
+	if e.queuedFunc != nil {
+		e.queuedFunc()
+	}
 	e.life.RUnlock()
 	select {
 	case <-j.done:

@@ -99,6 +99,7 @@ func TestFusionBeyondItsBoundAndWithMultiTokenLabels(t *testing.T) {
 func TestCancelDuringAFusedPrefill(t *testing.T) {
 	t.Parallel()
 	e := newEngine(t, Options{BatchSize: 64, UBatchSize: 64, MaxSequences: 32})
+	done := jobsDone(e)
 	state := strings.Repeat("The customer reports duplicated invoices after the plan change. ", 12)
 	ds := fanOut("x", state, 4)
 	require.Greater(t, len(e.prepare(&ds[0], map[string][]llama.Token{}).head), 2*64, "a state of several batches")
@@ -106,6 +107,7 @@ func TestCancelDuringAFusedPrefill(t *testing.T) {
 	after := stopAtDecode(e, 1, cancel)
 	_, err := e.Score(ctx, ds)
 	require.ErrorIs(t, err, context.Canceled)
+	<-done // the loop has finished the cancelled job
 	requireBranchesReturned(t, e)
 	require.Zero(t, after.Load(), "decode calls after the one during which the caller cancelled")
 

@@ -45,7 +45,7 @@ func TestHostStoreRestoresCachedStates(t *testing.T) {
 			ask(e, i, "Which queue?")
 		}
 	}
-	idle(t, host)
+	requireIdle(t, host)
 	require.Zero(t, kvCells(t, host), "host store: nothing resident between sub-rounds")
 	require.Positive(t, kvCells(t, kv), "kv store: the cached states stay resident")
 	st := host.Stats()
@@ -62,7 +62,7 @@ func TestHostStoreRestoresCachedStates(t *testing.T) {
 		d.Question = "Who should answer first?"
 		require.Less(t, maxAbsDiff(reference(t, e, d), r.OptionLogits), logitTol(1e-4))
 	}
-	idle(t, host)
+	requireIdle(t, host)
 	require.Zero(t, kvCells(t, host))
 }
 
@@ -86,7 +86,7 @@ func TestHostStoreRideAlong(t *testing.T) {
 		require.Nil(t, r.Error)
 		require.Less(t, maxAbsDiff(reference(t, e, ds[i]), r.OptionLogits), logitTol(1e-4), ds[i].ID)
 	}
-	idle(t, e)
+	requireIdle(t, e)
 	require.Zero(t, kvCells(t, e))
 }
 
@@ -100,19 +100,20 @@ func TestHostStoreLenderLeavesAtOnce(t *testing.T) {
 	opening := strings.Repeat("The customer writes about an invoice and a locked account. ", 4)
 	a := routing("a", opening+strings.Repeat("They also mention a refund for March. ", 4))
 	score1(t, e, a)
-	idle(t, e)
+	requireIdle(t, e)
 	require.Len(t, e.cache.entries, 1)
 	lender := e.cache.entries[0].seq
 	var decodes, lenderCells int
-	e.beforeDecodeFunc = func() { // runs in the decode loop
+	e.beforeDecodeFunc = func() error { // runs in the decode loop
 		decodes++
 		if p, err := e.lctx.SeqPosMax(lender); err != nil || p >= 0 {
 			lenderCells++
 		}
+		return nil
 	}
 	b := routing("b", opening+strings.Repeat("Nothing about money, only a new laptop. ", 4))
 	r := score1(t, e, b)
-	idle(t, e)
+	requireIdle(t, e)
 	e.beforeDecodeFunc = nil
 	require.Positive(t, decodes)
 	require.Zero(t, lenderCells, "the lender's cells were resident in %d of %d decodes", lenderCells, decodes)

@@ -22,8 +22,8 @@ type Options struct {
 	// (GPULayers 0) when this process's large allocations go on
 	// transparent huge pages (hugepages.Malloc with glibc 2.35 or later,
 	// what `verdict` arranges at start), where the weights then sit and
-	// every decode reads them ~10% faster than from the mapped file's
-	// 4 KiB pages; on otherwise. Defaults to "auto".
+	// every decode reads them faster than from the mapped file's 4 KiB
+	// pages (docs/performance.md); on otherwise. Defaults to "auto".
 	Mmap string
 	// Threads used for decoding. Defaults to the number of physical cores
 	// (at most the CPUs this process may use).
@@ -64,8 +64,8 @@ type Options struct {
 	// models) or "auto": host on the CPU (GPULayers 0) for models without
 	// recurrent layers, else kv. Defaults to "auto".
 	PrefixCacheStore string
-	// FlashAttention is "on", "off" or "auto" (the default), which is on:
-	// on the CPU too, where it was measured as fast or faster.
+	// FlashAttention is "on", "off" or "auto" (the default), which is on,
+	// on the CPU too (docs/performance.md).
 	FlashAttention string
 	// BranchBatchTokens bounds the question-suffix tokens decoded together
 	// in one call. Branches of other sequences in the same call share the
@@ -80,9 +80,8 @@ type Options struct {
 	// holds add none). On the CPU one state's prefill already keeps the
 	// cores busy, and every further state's cells are scanned by every
 	// micro-batch of the call, so it defaults to 1 there: one fresh state
-	// per sub-round (two short states sharing a call measured 4% slower
-	// than each in its own, docs/performance.md). On a GPU, where batching pays, it
-	// defaults to BranchBatchTokens.
+	// per sub-round (docs/performance.md). On a GPU, where batching pays,
+	// it defaults to BranchBatchTokens.
 	HeadBatchTokens int
 	// NoPrefixCache drops every state prefix after use, so each request
 	// starts from scratch (benchmarks' "fresh" mode). Defaults to false.
@@ -97,70 +96,126 @@ type Options struct {
 	recurrentModel bool
 }
 
+// withDefaults fills every zero field with its default. Each default is
+// one rule, below; a rule that reads another field runs after that field
+// is resolved, so the order of the steps here is the order of their
+// dependencies: sizes first, then the modes (mmap, flash attention, the
+// prefix-cache store), then the budgets that follow from them.
 func (o Options) withDefaults() Options {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
+	if o.Threads == 0 {
+		o.Threads = physicalCores()
 	}
-	def(&o.Threads, physicalCores())
-	def(&o.ContextSize, 8192)
-	def(&o.BatchSize, 2048)
-	def(&o.UBatchSize, 512)
-	def(&o.MaxSequences, 128)
-	def(&o.MaxPending, 1024)
-	if o.RecurrentMemory == 0 {
-		o.RecurrentMemory = 1 << 30
-	}
-	def(&o.PrefixCacheSlots, min(16, max(1, o.MaxSequences/2)))
-	if o.Mmap == "" || o.Mmap == "auto" {
-		o.Mmap = "on"
-		if o.GPULayers == 0 && hugeMalloc() {
-			o.Mmap = "off"
-		}
-	}
-	// "auto" is on, on the CPU too: llama.cpp's flash attention skips the
-	// masked cells of other sequences in the unified KV cache, so it is as
-	// fast as the plain path for prefill and faster on shared-state and
-	// batched work (docs/performance.md; verdict bench --flash-attn).
-	if o.FlashAttention == "" || o.FlashAttention == "auto" {
-		o.FlashAttention = "on"
-	}
-	// In the unified KV cache every decode attends over every resident
-	// cell, masking out other sequences'. The plain path computes the
-	// masked cells, so without flash attention decode fewer sequences
-	// together: every tail token of a call widens the cells each of the
-	// call's tokens attends over, and that costs more than a call's fixed
-	// work saves (docs/performance.md). Flash attention skips masked
-	// tiles, but on the CPU only after reading their mask, per head and
-	// layer, so on the CPU keep fewer cells resident there too.
-	if o.FlashAttention == "off" {
-		def(&o.BranchBatchTokens, min(128, o.BatchSize))
-	}
-	def(&o.BranchBatchTokens, o.BatchSize)
-	// Resident cells are what costs the CPU: there, cached prefixes wait
-	// in host memory between the sub-rounds that use them (restoring one
-	// copies a few MB; a decode attending over it takes seconds), or, in
-	// the KV memory, fewer are kept.
-	if o.PrefixCacheStore == "" || o.PrefixCacheStore == "auto" {
-		o.PrefixCacheStore = "kv"
-		if o.GPULayers == 0 && !o.recurrentModel {
-			o.PrefixCacheStore = "host"
-		}
-	}
-	if o.GPULayers == 0 {
-		if o.PrefixCacheStore == "kv" {
-			def(&o.PrefixCacheTokens, min(1024, o.ContextSize/2))
-		}
-		def(&o.HeadBatchTokens, 1)
-	}
-	def(&o.PrefixCacheTokens, o.ContextSize/2)
-	def(&o.HeadBatchTokens, o.BranchBatchTokens)
-	def(&o.MaxRoundDecisions, 256)
-	if o.Temperature == 0 {
-		o.Temperature = 1
-	}
+	o.ContextSize = orDefault(o.ContextSize, 8192)
+	o.BatchSize = orDefault(o.BatchSize, 2048)
+	o.UBatchSize = orDefault(o.UBatchSize, 512)
+	o.MaxSequences = orDefault(o.MaxSequences, 128)
+	o.MaxPending = orDefault(o.MaxPending, 1024)
+	o.RecurrentMemory = orDefault(o.RecurrentMemory, 1<<30)
+	o.MaxRoundDecisions = orDefault(o.MaxRoundDecisions, 256)
+	o.Temperature = orDefault(o.Temperature, 1)
+	o.PrefixCacheSlots = orDefault(o.PrefixCacheSlots, defaultPrefixCacheSlots(o.MaxSequences))
+
+	onCPU := o.GPULayers == 0
+	o.Mmap = resolveMmap(o.Mmap, onCPU)
+	o.FlashAttention = resolveFlashAttention(o.FlashAttention)
+	o.PrefixCacheStore = resolvePrefixCacheStore(o.PrefixCacheStore, onCPU, o.recurrentModel)
+
+	o.BranchBatchTokens = orDefault(o.BranchBatchTokens, defaultBranchBatchTokens(o.FlashAttention, o.BatchSize))
+	o.HeadBatchTokens = orDefault(o.HeadBatchTokens, defaultHeadBatchTokens(onCPU, o.BranchBatchTokens))
+	o.PrefixCacheTokens = orDefault(o.PrefixCacheTokens, defaultPrefixCacheTokens(onCPU, o.PrefixCacheStore, o.ContextSize))
 	return o
+}
+
+// orDefault is v, or d when v is the zero value (not given).
+func orDefault[T comparable](v, d T) T {
+	var zero T
+	if v == zero {
+		return d
+	}
+	return v
+}
+
+// defaultPrefixCacheSlots keeps half the sequences for branches, and at
+// most 16 prefixes.
+func defaultPrefixCacheSlots(maxSequences int) int {
+	return min(16, max(1, maxSequences/2))
+}
+
+// resolveMmap turns "auto" (or unset) into "off" on the CPU when this
+// process's large allocations go on huge pages, where the weights read
+// into memory then sit (docs/performance.md, huge pages); else "on".
+func resolveMmap(mode string, onCPU bool) string {
+	if mode != "" && mode != "auto" {
+		return mode
+	}
+	if onCPU && hugeMalloc() {
+		return "off"
+	}
+	return "on"
+}
+
+// resolveFlashAttention turns "auto" (or unset) into "on", on the CPU
+// too: llama.cpp's flash attention skips the masked cells of other
+// sequences in the unified KV cache, so it costs prefill nothing and
+// speeds up shared-state and batched work (docs/performance.md;
+// verdict bench --flash-attn).
+func resolveFlashAttention(mode string) string {
+	if mode == "" || mode == "auto" {
+		return "on"
+	}
+	return mode
+}
+
+// resolvePrefixCacheStore turns "auto" (or unset) into "host" on the CPU
+// for models without recurrent layers, else "kv". Resident cells are what
+// costs the CPU: every decode scans the mask of every resident cell, so
+// there cached prefixes wait in host memory between the sub-rounds that
+// use them (restoring one is a copy; a decode attending over it is not).
+// A recurrent state cannot be restored into a shared KV memory safely.
+func resolvePrefixCacheStore(store string, onCPU, recurrent bool) string {
+	if store != "" && store != "auto" {
+		return store
+	}
+	if onCPU && !recurrent {
+		return "host"
+	}
+	return "kv"
+}
+
+// defaultBranchBatchTokens is the batch with flash attention, and 128 (or
+// the batch when less) without. In the unified KV cache every decode
+// attends over every resident cell, masking out other sequences'; the
+// plain path computes the masked cells, so every tail token of a call
+// widens what each of the call's tokens attends over, which costs more
+// than the call's fixed work saves (docs/performance.md). Flash attention
+// skips masked tiles.
+func defaultBranchBatchTokens(flashAttention string, batch int) int {
+	if flashAttention == "off" {
+		return min(128, batch)
+	}
+	return batch
+}
+
+// defaultHeadBatchTokens is 1 on the CPU: one fresh state per sub-round,
+// since one state's prefill keeps the cores busy and every further
+// state's cells are scanned by every micro-batch of the call
+// (docs/performance.md). On a GPU, where batching pays, it is the branch
+// budget.
+func defaultHeadBatchTokens(onCPU bool, branchBatchTokens int) int {
+	if onCPU {
+		return 1
+	}
+	return branchBatchTokens
+}
+
+// defaultPrefixCacheTokens is half the context; on the CPU with the KV
+// store, where every cached token stays resident and widens every
+// decode, at most 1,024 of it.
+func defaultPrefixCacheTokens(onCPU bool, store string, contextSize int) int {
+	if onCPU && store == "kv" {
+		return min(1024, contextSize/2)
+	}
+	return contextSize / 2
 }
 
 // OptionError is an option given out of range: Field is its name in

@@ -120,3 +120,104 @@ func TestDriftOf(t *testing.T) {
 	require.Equal(t, Drift{Logits: 1e-2, Probabilities: 1e-3, LabelSums: 8e-2}, DriftOf(Options{FlashAttention: "on"}))
 	require.Equal(t, DriftOf(Options{FlashAttention: "on"}), DriftOf(Options{}), "auto is on")
 }
+
+// withDefaults resolves every field, for representative inputs, to the
+// values pinned here: the device (CPU or GPU layers), flash attention,
+// recurrent layers, the prefix-cache store, given values and small sizes.
+// Each row states its input and the fields it resolves differently from
+// the CPU defaults.
+func TestOptionsResolvedDefaults(t *testing.T) {
+	t.Parallel()
+	cpuMmap := "on"
+	if hugeMalloc() {
+		cpuMmap = "off"
+	}
+	cpu := Options{
+		Threads: physicalCores(), ContextSize: 8192, BatchSize: 2048, UBatchSize: 512, MaxSequences: 128,
+		RecurrentMemory: 1 << 30, MaxPending: 1024, Temperature: 1, PrefixCacheSlots: 16, PrefixCacheTokens: 4096,
+		PrefixCacheStore: "host", FlashAttention: "on", BranchBatchTokens: 2048, HeadBatchTokens: 1,
+		MaxRoundDecisions: 256, Mmap: cpuMmap,
+	}
+	with := func(o Options, set func(*Options)) Options {
+		set(&o)
+		return o
+	}
+	gpu := with(cpu, func(o *Options) {
+		o.GPULayers, o.Mmap, o.PrefixCacheStore, o.HeadBatchTokens = -1, "on", "kv", 2048
+	})
+	for _, tc := range []struct {
+		name string
+		in   Options
+		want Options
+	}{
+		{"cpu", Options{}, cpu},
+		{"cpu, auto spelled out", Options{FlashAttention: "auto", PrefixCacheStore: "auto", Mmap: "auto"}, cpu},
+		{"cpu, flash attention on", Options{FlashAttention: "on"}, cpu},
+		{"cpu, flash attention off", Options{FlashAttention: "off"},
+			with(cpu, func(o *Options) { o.FlashAttention, o.BranchBatchTokens = "off", 128 })},
+		{"cpu, kv store", Options{PrefixCacheStore: "kv"},
+			with(cpu, func(o *Options) { o.PrefixCacheStore, o.PrefixCacheTokens = "kv", 1024 })},
+		{"cpu, kv store, flash attention off", Options{PrefixCacheStore: "kv", FlashAttention: "off"},
+			with(cpu, func(o *Options) {
+				o.PrefixCacheStore, o.PrefixCacheTokens, o.FlashAttention, o.BranchBatchTokens = "kv", 1024, "off", 128
+			})},
+		{"cpu, host store", Options{PrefixCacheStore: "host"}, cpu},
+		{"cpu, recurrent", Options{recurrentModel: true},
+			with(cpu, func(o *Options) { o.recurrentModel, o.PrefixCacheStore, o.PrefixCacheTokens = true, "kv", 1024 })},
+		{"cpu, recurrent, host store given", Options{recurrentModel: true, PrefixCacheStore: "host"},
+			with(cpu, func(o *Options) { o.recurrentModel = true })},
+		{"cpu, small context", Options{ContextSize: 600},
+			with(cpu, func(o *Options) { o.ContextSize, o.PrefixCacheTokens = 600, 300 })},
+		{"cpu, small context, kv store", Options{ContextSize: 600, PrefixCacheStore: "kv"},
+			with(cpu, func(o *Options) { o.ContextSize, o.PrefixCacheTokens, o.PrefixCacheStore = 600, 300, "kv" })},
+		{"cpu, small batch, flash attention off", Options{BatchSize: 100, UBatchSize: 100, FlashAttention: "off"},
+			with(cpu, func(o *Options) {
+				o.BatchSize, o.UBatchSize, o.FlashAttention, o.BranchBatchTokens = 100, 100, "off", 100
+			})},
+		{"cpu, small batch", Options{BatchSize: 200, UBatchSize: 200},
+			with(cpu, func(o *Options) { o.BatchSize, o.UBatchSize, o.BranchBatchTokens = 200, 200, 200 })},
+		{"cpu, few sequences", Options{MaxSequences: 6},
+			with(cpu, func(o *Options) { o.MaxSequences, o.PrefixCacheSlots = 6, 3 })},
+		{"cpu, one sequence", Options{MaxSequences: 1},
+			with(cpu, func(o *Options) { o.MaxSequences, o.PrefixCacheSlots = 1, 1 })},
+		{"gpu, all layers", Options{GPULayers: -1}, gpu},
+		{"gpu, some layers", Options{GPULayers: 4}, with(gpu, func(o *Options) { o.GPULayers = 4 })},
+		{"gpu, flash attention off", Options{GPULayers: -1, FlashAttention: "off"},
+			with(gpu, func(o *Options) { o.FlashAttention, o.BranchBatchTokens, o.HeadBatchTokens = "off", 128, 128 })},
+		{"gpu, host store", Options{GPULayers: -1, PrefixCacheStore: "host"},
+			with(gpu, func(o *Options) { o.PrefixCacheStore = "host" })},
+		{"gpu, recurrent", Options{GPULayers: -1, recurrentModel: true},
+			with(gpu, func(o *Options) { o.recurrentModel = true })},
+		{"gpu, small context", Options{GPULayers: -1, ContextSize: 600},
+			with(gpu, func(o *Options) { o.ContextSize, o.PrefixCacheTokens = 600, 300 })},
+		{"gpu, branch budget given", Options{GPULayers: -1, BranchBatchTokens: 64},
+			with(gpu, func(o *Options) { o.BranchBatchTokens, o.HeadBatchTokens = 64, 64 })},
+		{"gpu, mmap off given", Options{GPULayers: -1, Mmap: "off"}, with(gpu, func(o *Options) { o.Mmap = "off" })},
+		{"everything given", Options{
+			ModelPath: "m.gguf", SHA256: "abc", GPULayers: 2, Mmap: "off", Threads: 3, ContextSize: 1000,
+			BatchSize: 300, UBatchSize: 100, MaxSequences: 20, RecurrentMemory: 5, MaxPending: 7, Temperature: 0.5,
+			PrefixCacheSlots: 4, PrefixCacheTokens: 50, PrefixCacheStore: "host", FlashAttention: "off",
+			BranchBatchTokens: 90, HeadBatchTokens: 30, NoPrefixCache: true, MaxRoundDecisions: 9,
+		}, Options{
+			ModelPath: "m.gguf", SHA256: "abc", GPULayers: 2, Mmap: "off", Threads: 3, ContextSize: 1000,
+			BatchSize: 300, UBatchSize: 100, MaxSequences: 20, RecurrentMemory: 5, MaxPending: 7, Temperature: 0.5,
+			PrefixCacheSlots: 4, PrefixCacheTokens: 50, PrefixCacheStore: "host", FlashAttention: "off",
+			BranchBatchTokens: 90, HeadBatchTokens: 30, NoPrefixCache: true, MaxRoundDecisions: 9,
+		}},
+		{"cpu, everything given but the store", Options{
+			Mmap: "on", Threads: 3, ContextSize: 1000, BatchSize: 300, UBatchSize: 100, MaxSequences: 20,
+			RecurrentMemory: 5, MaxPending: 7, Temperature: 0.5, PrefixCacheSlots: 4, FlashAttention: "on",
+			MaxRoundDecisions: 9,
+		}, Options{
+			Mmap: "on", Threads: 3, ContextSize: 1000, BatchSize: 300, UBatchSize: 100, MaxSequences: 20,
+			RecurrentMemory: 5, MaxPending: 7, Temperature: 0.5, PrefixCacheSlots: 4, PrefixCacheTokens: 500,
+			PrefixCacheStore: "host", FlashAttention: "on", BranchBatchTokens: 300, HeadBatchTokens: 1,
+			MaxRoundDecisions: 9,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, tc.in.withDefaults())
+			require.Equal(t, tc.want, tc.want.withDefaults(), "resolving twice changes nothing")
+		})
+	}
+}

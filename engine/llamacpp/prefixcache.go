@@ -33,10 +33,11 @@ type kvSeqs interface {
 // With the KV store every entry stays resident in the KV memory. With the
 // host store (offload) an entry's cells are resident only while a
 // sub-round uses it: offload saves them to host memory and frees them,
-// and acquire restores them (a copy of a few MB, against seconds of
-// prefill), so that between sub-rounds the KV memory is empty and no
-// decode attends over cells that it does not need (on the CPU every
-// resident cell costs each micro-batch a mask scan per head and layer).
+// and acquire restores them (a copy, far cheaper than prefilling them
+// again: docs/performance.md, host store), so that between sub-rounds the
+// KV memory is empty and no decode attends over cells that it does not
+// need (on the CPU every resident cell costs each micro-batch a mask scan
+// per head and layer).
 type prefixCache struct {
 	kv        kvSeqs
 	slots     int  // sequence ids 0..slots-1 hold entries

@@ -7,10 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/verdict-dev/verdict/decision"
@@ -102,59 +102,51 @@ func TestPrefixCacheFullReusesTheBestMatch(t *testing.T) {
 }
 
 // Work is served in arrival order, and each caller is answered when its
-// own decisions are done: x (first) returns before a, a before b, and b
-// is still decoding after a returned — a small request is not held back
-// by a larger one that arrived after it.
+// own decisions are done: x (first) is answered before a, a before b, and
+// b's decoding goes on after a was answered — a small request is not
+// held back by a larger one that arrived after it. The decode loop's own
+// events (decode calls, callers answered) give the order; no clock does.
 func TestCallersAreServedInOrderAndAnsweredWhenDone(t *testing.T) {
 	t.Parallel()
 	// One state per sub-round (every head is longer than the head budget),
 	// and several decode calls for b's suffixes.
 	e := newEngine(t, Options{BranchBatchTokens: 16, HeadBatchTokens: 16})
 	var mu sync.Mutex
-	var decodes []time.Time
-	release := holdLoop(t, e, func() {
+	var events []string // in the decode loop's order
+	record := func(ev string) {
 		mu.Lock()
-		decodes = append(decodes, time.Now())
+		events = append(events, ev)
 		mu.Unlock()
-		time.Sleep(2 * time.Millisecond) // room for an answered caller to run
-	})
+	}
+	e.jobDoneFunc = func(j *job) { record("answer " + j.items[0].d.ID[:1]) }
+	h := holdLoop(t, e, func() { record("decode") })
 
-	type done struct {
-		name string
-		at   time.Time
-		err  error
-	}
-	out := make(chan done, 3)
-	submit := func(name string, ds []decision.Decision) {
-		enqueue(t, e, func() {
-			err := scoreErr(e, ds)
-			out <- done{name, time.Now(), err}
-		})
-	}
-	submit("x", fanOut("x", "A customer cannot log in after the password reset email expired.", 4))
-	submit("a", fanOut("a", "An invoice was charged twice in the same billing period.", 1))
-	submit("b", fanOut("b", "The nightly export job wrote an empty file to the bucket again.", 8))
-	require.NoError(t, release())
-	var order []string
-	var aDone time.Time
+	errs := make(chan error, 3)
+	h.enqueue(func() {
+		errs <- scoreErr(e, fanOut("x", "A customer cannot log in after the password reset email expired.", 4))
+	})
+	h.enqueue(func() {
+		errs <- scoreErr(e, fanOut("a", "An invoice was charged twice in the same billing period.", 1))
+	})
+	h.enqueue(func() {
+		errs <- scoreErr(e, fanOut("b", "The nightly export job wrote an empty file to the bucket again.", 8))
+	})
+	require.NoError(t, h.release())
 	for range 3 {
-		d := <-out
-		require.NoError(t, d.err, d.name)
-		order = append(order, d.name)
-		if d.name == "a" {
-			aDone = d.at
-		}
+		require.NoError(t, <-errs)
 	}
-	require.Equal(t, []string{"x", "a", "b"}, order, "callers not served in arrival order")
+
 	mu.Lock()
 	defer mu.Unlock()
-	later := 0
-	for _, at := range decodes {
-		if at.After(aDone) {
-			later++
+	var answers []string
+	for _, ev := range events {
+		if strings.HasPrefix(ev, "answer ") && ev != "answer w" { // w: the warm-up
+			answers = append(answers, ev)
 		}
 	}
-	require.Positive(t, later, "a was answered only after b's decoding ended")
+	require.Equal(t, []string{"answer x", "answer a", "answer b"}, answers, "callers not served in arrival order")
+	a, b := slices.Index(events, "answer a"), slices.Index(events, "answer b")
+	require.Contains(t, events[a+1:b], "decode", "a was answered only after b's decoding ended: %v", events)
 }
 
 // stateOf is a state whose head (prompt up to the state's end) is at
@@ -194,13 +186,13 @@ func TestDistinctStatesShareASubRoundUpToTheHeadBudget(t *testing.T) {
 			for _, seed := range []string{"Printer jam", "Refund due", "Login loop"} {
 				ds = append(ds, routing(seed, stateOf(t, e, seed, 150)))
 			}
-			release := holdLoop(t, e, nil)
+			h := holdLoop(t, e, nil)
 			before := e.Stats().Batches + 1 // the warm-up's call, held
 			errs := make(chan error, len(ds))
 			for i := range ds {
-				enqueue(t, e, func() { errs <- scoreErr(e, ds[i:i+1]) })
+				h.enqueue(func() { errs <- scoreErr(e, ds[i:i+1]) })
 			}
-			require.NoError(t, release())
+			require.NoError(t, h.release())
 			for range ds {
 				require.NoError(t, <-errs)
 			}
@@ -282,14 +274,14 @@ func TestCachedStatesRideAlongWithAFreshPrefill(t *testing.T) {
 		d.Question = "Which team should own this, given the history?"
 		return d
 	}
-	release := holdLoop(t, e, nil)
+	h := holdLoop(t, e, nil)
 	before := e.Stats().Batches + 1 // the warm-up's call, held
 	// Queue order: the fresh state first, then the cached ones.
 	ds := []decision.Decision{again("fresh", states[2]), again("cached-1", states[0]), again("cached-2", states[1])}
 	got := make([][]float64, len(ds))
 	errs := make(chan error, len(ds))
 	for i := range ds {
-		enqueue(t, e, func() {
+		h.enqueue(func() {
 			rs, err := e.Score(context.Background(), ds[i:i+1])
 			if err == nil {
 				got[i] = rs[0].OptionLogits
@@ -297,7 +289,7 @@ func TestCachedStatesRideAlongWithAFreshPrefill(t *testing.T) {
 			errs <- err
 		})
 	}
-	require.NoError(t, release())
+	require.NoError(t, h.release())
 	for range ds {
 		require.NoError(t, <-errs)
 	}
@@ -307,39 +299,62 @@ func TestCachedStatesRideAlongWithAFreshPrefill(t *testing.T) {
 	}
 }
 
-// holdLoop holds the decode loop in its first decode call (a warm-up
-// decision's) until the returned release is called, so that callers can
-// queue up behind it; release returns the warm-up's error. onDecode, when
-// set, runs before every decode call, the held one after its release.
-func holdLoop(t *testing.T, e *Engine, onDecode func()) (release func() error) {
+// heldLoop is an engine whose decode loop is held in its first decode
+// call (a warm-up decision's) until release, so that callers can queue up
+// behind it in a known order.
+type heldLoop struct {
+	e        *Engine
+	gate     chan struct{} // closed by release
+	queued   chan struct{} // a Score call's job waits in the queue
+	watching atomic.Bool   // queued is sent to until release
+	warm     chan error    // the warm-up's answer
+}
+
+// holdLoop holds e's decode loop in the warm-up's first decode call and
+// returns once it is held. onDecode, when set, runs in the decode loop
+// before every decode call, the held one after its release. It sets e's
+// beforeDecodeFunc and queuedFunc: call it before other Score calls run.
+func holdLoop(t *testing.T, e *Engine, onDecode func()) *heldLoop {
 	t.Helper()
-	gate := make(chan struct{})
-	var blocked atomic.Bool
-	e.beforeDecodeFunc = func() {
-		if blocked.CompareAndSwap(false, true) {
-			<-gate
+	h := &heldLoop{e: e, gate: make(chan struct{}), queued: make(chan struct{}, 1), warm: make(chan error, 1)}
+	h.watching.Store(true)
+	entered := make(chan struct{})
+	first := true // the decode loop's
+	e.queuedFunc = func() {
+		if h.watching.Load() {
+			h.queued <- struct{}{}
+		}
+	}
+	e.beforeDecodeFunc = func() error {
+		if first {
+			first = false
+			close(entered)
+			<-h.gate
 		}
 		if onDecode != nil {
 			onDecode()
 		}
+		return nil
 	}
-	warm := make(chan error, 1)
-	go func() { warm <- scoreErr(e, []decision.Decision{routing("w", "Warm-up state.")}) }()
-	require.Eventually(t, blocked.Load, 30*time.Second, time.Millisecond)
-	return func() error {
-		close(gate)
-		return <-warm
-	}
+	go func() { h.warm <- scoreErr(e, []decision.Decision{routing("w", "Warm-up state.")}) }()
+	<-h.queued
+	<-entered
+	return h
 }
 
 // enqueue runs score (a Score call) in a goroutine and returns once its
 // job waits in the engine's queue, so that callers queue in the order
 // they are enqueued.
-func enqueue(t *testing.T, e *Engine, score func()) {
-	t.Helper()
-	queued := len(e.jobs)
+func (h *heldLoop) enqueue(score func()) {
 	go score()
-	require.Eventually(t, func() bool { return len(e.jobs) == queued+1 }, 30*time.Second, time.Millisecond)
+	<-h.queued
+}
+
+// release lets the decode loop go on and returns the warm-up's error.
+func (h *heldLoop) release() error {
+	h.watching.Store(false)
+	close(h.gate)
+	return <-h.warm
 }
 
 // scoreErr scores ds and returns the call's error or the first decision's.
