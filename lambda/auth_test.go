@@ -2,6 +2,7 @@ package lambda_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"testing"
 
@@ -35,7 +36,13 @@ func TestAuthenticateUsesTheAuthRules(t *testing.T) {
 	} {
 		resp := post(b.h, kv[:]...)
 		require.Equal(t, http.StatusUnauthorized, resp.Status, kv)
-		require.JSONEq(t, string(lambda.Unauthorized(want).Body), string(resp.Body), kv)
+		var got, wantBody lambda.ErrorBody
+		require.NoError(t, json.Unmarshal(resp.Body, &got))
+		require.NoError(t, json.Unmarshal(lambda.Unauthorized(want).Body, &wantBody))
+		require.Equal(t, wantBody.Code, got.Code, kv)
+		require.Equal(t, wantBody.Message, got.Message, kv)
+		require.NotEmpty(t, got.RequestID, "every error answer carries a request id")
+		require.Equal(t, got.RequestID, resp.Header.Get("X-Request-Id"))
 		require.Equal(t, auth.Challenge, resp.Header.Get("WWW-Authenticate"))
 	}
 

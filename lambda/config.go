@@ -12,6 +12,7 @@ import (
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/internal/auth"
 	"github.com/verdict-dev/verdict/internal/queue"
+	"github.com/verdict-dev/verdict/internal/results"
 	"github.com/verdict-dev/verdict/router"
 )
 
@@ -69,12 +70,15 @@ type Config struct {
 	// change the decision (remove options the caller may not receive).
 	// Defaults to allowing everything.
 	AuthorizeFunc func(ctx context.Context, c Caller, d *decision.Decision) error
-	// RecordFunc, when set, is called with the 202 answer once every
-	// message of the request is enqueued (verdict up records accepted
-	// requests to report their status); a request answered with an error
-	// is never recorded. An error is logged and the answer stays 202: the
-	// work is queued. Defaults to none.
-	RecordFunc func(ctx context.Context, c Caller, a *Accepted) error
+	// Results, when set, is the results store: every accepted request is
+	// recorded there once all its messages are enqueued (a request
+	// answered with an error never is; a failed record is logged and the
+	// answer stays 202, the work being queued), and GET
+	// /v1/requests/{id} and GET /v1/decisions/{id} answer from it. The
+	// 202's results links then point there unless ResultsLocation and
+	// DecisionLocation say otherwise. Defaults to none: those paths are
+	// 404 and results are read where the workers publish them.
+	Results results.Store
 	// APIKeys maps an API key to its tenant ("" is allowed: the default
 	// tenant). Defaults to none.
 	APIKeys map[string]string
@@ -100,11 +104,13 @@ type Config struct {
 	SendTimeout time.Duration
 	// ResultsLocation tells clients where results appear; "{request_id}"
 	// is replaced by the request id (e.g. "/v1/requests/{request_id}" or
-	// a results queue URL). Defaults to "" (omitted).
+	// a results queue URL). Defaults to "/v1/requests/{request_id}" with
+	// Results, else "" (omitted).
 	ResultsLocation string
 	// DecisionLocation is the same for one decision; "{request_id}" and
-	// "{decision_id}" are replaced (URL path-escaped). Defaults to ""
-	// (omitted).
+	// "{decision_id}" are replaced (URL path-escaped). Defaults to
+	// "/v1/decisions/{decision_id}?request_id={request_id}" with Results,
+	// else "" (omitted).
 	DecisionLocation string
 	// Logger receives one line per internal failure. Defaults to
 	// slog.Default().
@@ -166,6 +172,12 @@ func (c *Config) withDefaults() {
 	if c.NowFunc == nil {
 		c.NowFunc = time.Now
 	}
+	if c.Results != nil && c.ResultsLocation == "" {
+		c.ResultsLocation = PathRequests + "{request_id}"
+	}
+	if c.Results != nil && c.DecisionLocation == "" {
+		c.DecisionLocation = PathDecisions + "/{decision_id}?request_id={request_id}"
+	}
 }
 
 // Env is the front door's configuration from VERDICT_* environment
@@ -198,6 +210,14 @@ type Env struct {
 	// ResultsLocation is VERDICT_RESULTS_LOCATION (see
 	// Config.ResultsLocation). Defaults to "".
 	ResultsLocation string
+	// ResultsTable is VERDICT_RESULTS_TABLE: the DynamoDB results table
+	// the workers write (verdict worker --results-table). With it the
+	// front door records accepted requests there and answers GET
+	// /v1/requests/{id} and GET /v1/decisions/{id}. Defaults to none.
+	ResultsTable string
+	// ResultsTTL is VERDICT_RESULTS_TTL (a Go duration): how long
+	// recorded requests live in the table. Defaults to 7 days.
+	ResultsTTL time.Duration
 }
 
 // LoadEnv reads the front door's environment through lookup (os.LookupEnv
@@ -214,6 +234,7 @@ func LoadEnv(lookup func(string) (string, bool)) (Env, error) {
 	e.SQSEndpoint = get("VERDICT_SQS_ENDPOINT")
 	e.PolicyFile = get("VERDICT_POLICY")
 	e.ResultsLocation = get("VERDICT_RESULTS_LOCATION")
+	e.ResultsTable = get("VERDICT_RESULTS_TABLE")
 	if e.CPUQueueURL == "" && e.GPUQueueURL == "" {
 		errs = append(errs, "VERDICT_CPU_QUEUE_URL: at least one of VERDICT_CPU_QUEUE_URL and VERDICT_GPU_QUEUE_URL is required")
 	}
@@ -252,6 +273,13 @@ func LoadEnv(lookup func(string) (string, bool)) (Env, error) {
 			errs = append(errs, fmt.Sprintf("VERDICT_RETRY_AFTER: %q is not a duration like 2s", v))
 		}
 		e.RetryAfter = d
+	}
+	if v := get("VERDICT_RESULTS_TTL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Sprintf("VERDICT_RESULTS_TTL: %q is not a positive duration like 168h", v))
+		}
+		e.ResultsTTL = d
 	}
 	keys, err := auth.ParseKeys(get("VERDICT_API_KEYS"))
 	if err != nil {

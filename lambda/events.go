@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -22,7 +23,7 @@ func (h *Handler) HandleHTTPAPI(ctx context.Context, ev events.APIGatewayV2HTTPR
 	if st := ev.RequestContext.Stage; st != "" && st != "$default" && strings.HasPrefix(path, "/"+st+"/") {
 		path = path[len(st)+1:]
 	}
-	req, r := fromEvent(ev.RequestContext.HTTP.Method, path, ev.Headers, ev.Body, ev.IsBase64Encoded)
+	req, r := fromEvent(ev.RequestContext.HTTP.Method, path, ev.RawQueryString, ev.Headers, ev.Body, ev.IsBase64Encoded)
 	if r == nil {
 		req.Identity = httpAPIIdentity(ev.RequestContext.Authorizer)
 		req.PlatformRequestID = ev.RequestContext.RequestID
@@ -33,7 +34,7 @@ func (h *Handler) HandleHTTPAPI(ctx context.Context, ev events.APIGatewayV2HTTPR
 
 // HandleFunctionURL is the Lambda handler for Function URL events.
 func (h *Handler) HandleFunctionURL(ctx context.Context, ev events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
-	req, r := fromEvent(ev.RequestContext.HTTP.Method, ev.RawPath, ev.Headers, ev.Body, ev.IsBase64Encoded)
+	req, r := fromEvent(ev.RequestContext.HTTP.Method, ev.RawPath, ev.RawQueryString, ev.Headers, ev.Body, ev.IsBase64Encoded)
 	if r == nil {
 		if a := ev.RequestContext.Authorizer; a != nil && a.IAM != nil {
 			req.Identity = firstNonEmpty(a.IAM.UserARN, a.IAM.CallerID)
@@ -44,8 +45,9 @@ func (h *Handler) HandleFunctionURL(ctx context.Context, ev events.LambdaFunctio
 	return events.LambdaFunctionURLResponse{StatusCode: r.Status, Headers: flatHeaders(r.Header), Body: string(r.Body)}, nil
 }
 
-func fromEvent(method, path string, headers map[string]string, body string, b64 bool) (*Request, *Response) {
-	req := &Request{Method: strings.ToUpper(method), Path: path, Header: http.Header{}}
+func fromEvent(method, path, rawQuery string, headers map[string]string, body string, b64 bool) (*Request, *Response) {
+	query, _ := url.ParseQuery(rawQuery) // what parses is kept, as net/http does
+	req := &Request{Method: strings.ToUpper(method), Path: path, Query: query, Header: http.Header{}}
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}

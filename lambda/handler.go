@@ -23,6 +23,8 @@ import (
 const (
 	PathDecisions      = "/v1/decisions"
 	PathSystemOneAsync = "/v1/systemone/async"
+	// PathRequests + id is a request's status and results (with Results).
+	PathRequests = "/v1/requests/"
 )
 
 // maxBatch is the most messages one Send call takes (an SQS batch).
@@ -36,6 +38,8 @@ type Request struct {
 	Path string
 	// Header holds the request headers (any case; looked up canonically).
 	Header http.Header
+	// Query is the URL's query.
+	Query url.Values
 	// Body is the decoded request body.
 	Body []byte
 	// Identity is the authorizer identity from the request context (set by
@@ -118,7 +122,11 @@ func (h *Handler) Handle(ctx context.Context, req *Request) (resp *Response) {
 			h.cfg.Logger.ErrorContext(ctx, "front door: panic", "panic", fmt.Sprint(p), "platform_request_id", req.PlatformRequestID)
 			resp = errorResponse(ErrorBody{Code: decision.CodeInternal, Message: "internal error"})
 		}
+		withRequestID(resp, req.PlatformRequestID)
 	}()
+	if strings.HasPrefix(req.Path, PathRequests) || strings.HasPrefix(req.Path, PathDecisions+"/") && len(req.Path) > len(PathDecisions)+1 {
+		return h.lookup(ctx, req)
+	}
 	var format string
 	switch req.Path {
 	case PathDecisions, PathDecisions + "/":
@@ -262,8 +270,8 @@ func (h *Handler) accept(ctx context.Context, req *Request, caller Caller, forma
 	// Recorded only once it is queued: a request answered 503 must not be
 	// reported as queued. The work is queued whatever the record does, so
 	// a failed record still answers 202.
-	if h.cfg.RecordFunc != nil {
-		if err := h.cfg.RecordFunc(sctx, caller, &acc); err != nil {
+	if h.cfg.Results != nil {
+		if err := h.cfg.Results.Accept(sctx, accepted(caller, &acc, now)); err != nil {
 			h.cfg.Logger.WarnContext(ctx, "front door: record request failed; its status is known once results are stored", "err", err, "request_id", reqID)
 		}
 	}
@@ -444,8 +452,10 @@ func JSONResponse(status int, v any) *Response { return jsonResponse(status, v) 
 // the status of its code.
 func ErrorResponse(e ErrorBody) *Response { return errorResponse(e) }
 
-// Write writes r to w.
+// Write writes r to w. An error answer without a request id gets one
+// first (see withRequestID).
 func (r *Response) Write(w http.ResponseWriter) {
+	withRequestID(r, "")
 	for k, v := range r.Header {
 		w.Header()[k] = v
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/internal/queue"
+	"github.com/verdict-dev/verdict/internal/results"
 	"github.com/verdict-dev/verdict/lambda"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/router"
@@ -372,30 +374,43 @@ func TestQueueFailureIs503WithRetryAfter(t *testing.T) {
 }
 
 // A request is recorded only once it is queued: one answered 503 must not
-// be reported as queued by the status API that RecordFunc feeds.
-func TestRecordFuncRunsOnlyAfterEnqueue(t *testing.T) {
+// be reported as queued by the results store.
+func TestRequestRecordedOnlyAfterEnqueue(t *testing.T) {
 	t.Parallel()
-	var recorded []string
-	b := setup(t, func(c *lambda.Config) {
-		c.RecordFunc = func(_ context.Context, _ lambda.Caller, a *lambda.Accepted) error {
-			recorded = append(recorded, a.RequestID)
-			return nil
-		}
-	})
+	rec := &recordingStore{}
+	b := setup(t, func(c *lambda.Config) { c.Results = rec })
 	require.NoError(t, b.cpu.Close()) // a closed queue fails every Send
 	resp, _ := invoke(t, b.h, loadEvent(t, "httpapi-semif.json"))
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	require.Empty(t, recorded, "a request answered 503 is not recorded")
+	require.Empty(t, rec.accepted, "a request answered 503 is not recorded")
 
 	// A failing record does not undo what is queued: the answer stays 202.
-	b = setup(t, func(c *lambda.Config) {
-		c.RecordFunc = func(context.Context, lambda.Caller, *lambda.Accepted) error { return errors.New("disk full") }
-	})
+	b = setup(t, func(c *lambda.Config) { c.Results = &recordingStore{fail: errors.New("disk full")} })
 	resp, body := invoke(t, b.h, loadEvent(t, "httpapi-semif.json"))
 	require.Equal(t, http.StatusAccepted, resp.StatusCode, resp.Body)
 	envs := drain(t, b.cpu)
 	require.Len(t, envs, 1)
 	require.Equal(t, body["request_id"], envs[0].RequestID)
+}
+
+// recordingStore is a results store that only remembers what it was
+// asked to accept, or fails (a fake: the real stores are tested in
+// internal/results).
+type recordingStore struct {
+	results.Store
+	mu       sync.Mutex
+	accepted []results.Accepted
+	fail     error
+}
+
+func (s *recordingStore) Accept(_ context.Context, a results.Accepted) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	s.accepted = append(s.accepted, a)
+	return nil
 }
 
 func TestIdempotencyKeyEnqueuesOnce(t *testing.T) {

@@ -5,12 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
+	"github.com/verdict-dev/verdict/internal/awstest"
 	"github.com/verdict-dev/verdict/internal/gguf"
 	"github.com/verdict-dev/verdict/internal/queue"
 	"github.com/verdict-dev/verdict/internal/queue/queuetest"
@@ -28,46 +27,6 @@ import (
 	"github.com/verdict-dev/verdict/lambda"
 	"github.com/verdict-dev/verdict/worker"
 )
-
-// findRIE locates aws-lambda-rie: $AWS_LAMBDA_RIE, then PATH, then
-// $(go env GOPATH)/bin where scripts/install-lambda-rie.sh (make test) puts it.
-func findRIE(t *testing.T) string {
-	if p := os.Getenv("AWS_LAMBDA_RIE"); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath("aws-lambda-rie"); err == nil {
-		return p
-	}
-	out, err := exec.Command("go", "env", "GOPATH").Output()
-	if err == nil {
-		p := filepath.Join(string(bytes.TrimSpace(out)), "bin", "aws-lambda-rie")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	t.Skip("SKIPPED: aws-lambda-rie is not installed; run scripts/install-lambda-rie.sh, as make test does (or set AWS_LAMBDA_RIE) to run the bootstrap under the Lambda emulator")
-	return ""
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
-
-// buildBootstrap builds cmd/bootstrap exactly as `make lambda` does.
-func buildBootstrap(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(tempDir(t), "bootstrap")
-	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", bin, "./cmd/bootstrap")
-	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "build bootstrap with CGO_ENABLED=0: %s", out)
-	return bin
-}
 
 // TestBootstrapUnderEmulator runs the real bootstrap binary under the AWS
 // Lambda Runtime Interface Emulator, enqueueing into a FIFO queue of
@@ -78,8 +37,8 @@ func TestBootstrapUnderEmulator(t *testing.T) {
 		t.Skip("SKIPPED in -short: starts moto_server and the Lambda emulator")
 	}
 	t.Parallel()
-	rie := findRIE(t)
-	bootstrap := buildBootstrap(t)
+	rie := awstest.FindRIE(t)
+	bootstrap := awstest.BuildBootstrap(t, "..", tempDir(t))
 
 	moto, err := queuetest.StartMoto()
 	require.NoError(t, err)
@@ -89,8 +48,8 @@ func TestBootstrapUnderEmulator(t *testing.T) {
 	tq, err := moto.CreateQueue(ctx, "frontdoor", queuetest.QueueOptions{FIFO: true, Visibility: 30 * time.Second})
 	require.NoError(t, err)
 
-	port := freePort(t)
-	cmd := exec.Command(rie, "--runtime-api-address", "127.0.0.1:"+freePort(t),
+	port := awstest.FreePort(t)
+	cmd := exec.Command(rie, "--runtime-api-address", "127.0.0.1:"+awstest.FreePort(t),
 		"--runtime-interface-emulator-address", "127.0.0.1:"+port, bootstrap)
 	cmd.Env = append(os.Environ(),
 		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=us-east-1", "AWS_DEFAULT_REGION=us-east-1",

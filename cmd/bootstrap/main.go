@@ -9,7 +9,9 @@
 //
 // Configuration comes from the environment (see lambda.LoadEnv and
 // docs/frontdoor.md): VERDICT_CPU_QUEUE_URL, VERDICT_GPU_QUEUE_URL,
-// VERDICT_API_KEYS, VERDICT_POLICY, ….
+// VERDICT_API_KEYS, VERDICT_POLICY, VERDICT_RESULTS_TABLE, …. Every AWS
+// client honours the SDK's AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE>
+// (moto, LocalStack); VERDICT_SQS_ENDPOINT stays as an alias for SQS.
 package main
 
 import (
@@ -19,9 +21,11 @@ import (
 	"os"
 
 	awslambda "github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/internal/queue"
+	"github.com/verdict-dev/verdict/internal/results"
 	"github.com/verdict-dev/verdict/lambda"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/router"
@@ -64,7 +68,16 @@ func setup(ctx context.Context, log *slog.Logger) (*lambda.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("VERDICT_POLICY: %w", err)
 	}
+	// No request at the start: a missing table or permission is answered
+	// 503 with Retry-After per request, and logged, not a failed start.
+	var store results.Store
+	if env.ResultsTable != "" {
+		if store, err = results.NewDynamo(results.DynamoConfig{Table: env.ResultsTable, Client: dynamodb.NewFromConfig(ac), TTL: env.ResultsTTL}); err != nil {
+			return nil, fmt.Errorf("VERDICT_RESULTS_TABLE: %w", err)
+		}
+	}
 	return lambda.New(lambda.Config{
+		Results:         store,
 		Queues:          queues,
 		Router:          router.Config{GPUTokenThreshold: env.GPUTokenThreshold, CPU: env.CPUQueueURL != "", GPU: env.GPUQueueURL != ""},
 		AuthorizeFunc:   lambda.PolicyAuthorizer(holder.Current),

@@ -9,15 +9,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/internal/gguf"
 	"github.com/verdict-dev/verdict/internal/listen"
 	"github.com/verdict-dev/verdict/internal/queue"
-	"github.com/verdict-dev/verdict/internal/reqstatus"
-	"github.com/verdict-dev/verdict/internal/sink"
+	"github.com/verdict-dev/verdict/internal/results"
+	"github.com/verdict-dev/verdict/internal/uphttp"
 	"github.com/verdict-dev/verdict/lambda"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/router"
@@ -119,16 +118,11 @@ func runUp(ctx context.Context, args []string) error {
 	routes, _ := parsePools(f.pools)
 	var res resources
 	defer res.close()
-	store, err := sink.OpenStore(filepath.Join(f.data, "results.db"))
+	store, err := results.OpenLocal(f.data)
 	if err != nil {
 		return fmt.Errorf("flag --data: %w", err)
 	}
 	res.add(func() { _ = store.Close() })
-	reqs, err := reqstatus.OpenLog(filepath.Join(f.data, "requests.db"))
-	if err != nil {
-		return fmt.Errorf("flag --data: %w", err)
-	}
-	res.add(func() { _ = reqs.Close() })
 	holder, err := policy.NewHolder(f.policyFile)
 	if err != nil {
 		return fmt.Errorf("flag --policy: %w", err)
@@ -144,7 +138,7 @@ func runUp(ctx context.Context, args []string) error {
 	}
 	pools := make([]*upPool, 0, len(routes))
 	for _, route := range routes {
-		p, err := f.openPool(route, len(routes) > 1, store, holder, &res)
+		p, err := f.openPool(route, len(routes) > 1, store.Store, holder, &res)
 		if err != nil {
 			return err
 		}
@@ -159,24 +153,21 @@ func runUp(ctx context.Context, args []string) error {
 		workers[string(p.route)] = p.w
 	}
 	front, err := lambda.New(lambda.Config{
-		Queues:           sendTo,
-		Router:           router.Config{GPUTokenThreshold: f.gpuTokens, CPU: sendTo[decision.RouteCPU] != nil, GPU: sendTo[decision.RouteGPU] != nil},
-		AuthorizeFunc:    lambda.PolicyAuthorizer(holder.Current),
-		APIKeys:          keys,
-		AllowAnonymous:   len(keys) == 0,
-		MaxBodyBytes:     f.maxBody,
-		Limits:           decision.Limits{MaxStateBytes: f.maxState},
-		RetryAfter:       f.retryAfter,
-		ResultsLocation:  "/v1/requests/{request_id}",
-		DecisionLocation: "/v1/decisions/{decision_id}?request_id={request_id}",
-		RecordFunc:       reqs.Record,
-		Logger:           slog.Default(),
+		Queues:         sendTo,
+		Router:         router.Config{GPUTokenThreshold: f.gpuTokens, CPU: sendTo[decision.RouteCPU] != nil, GPU: sendTo[decision.RouteGPU] != nil},
+		AuthorizeFunc:  lambda.PolicyAuthorizer(holder.Current),
+		APIKeys:        keys,
+		AllowAnonymous: len(keys) == 0,
+		MaxBodyBytes:   f.maxBody,
+		Limits:         decision.Limits{MaxStateBytes: f.maxState},
+		RetryAfter:     f.retryAfter,
+		Results:        store,
+		Logger:         slog.Default(),
 	})
 	if err != nil {
 		return err
 	}
-	api := reqstatus.NewAPI(front, store, reqs)
-	hs, err := listen.New(reqstatus.Routes(api, worker.PoolsHandler(workers), holder.Handler(), poolsStatus(pools)), listen.Config{Logger: slog.Default()})
+	hs, err := listen.New(uphttp.Routes(front, worker.PoolsHandler(workers), holder.Handler(), poolsStatus(pools)), listen.Config{Logger: slog.Default()})
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/verdict-dev/verdict/internal/reqstatus"
+	"github.com/verdict-dev/verdict/internal/results"
 	"github.com/verdict-dev/verdict/internal/sink"
 )
 
@@ -185,7 +185,7 @@ func TestUpEndToEnd(t *testing.T) {
 	status, _, _ = httpDo(t, "GET", p.url+"/v1/requests/req_unknown", "", nil)
 	require.Equal(t, http.StatusNotFound, status)
 
-	var st reqstatus.Request
+	var st results.Request
 	require.Eventually(t, func() bool {
 		status, _, body := httpDo(t, "GET", p.url+"/v1/requests/"+s1.RequestID, "", nil)
 		require.Equal(t, http.StatusOK, status, string(body))
@@ -271,7 +271,7 @@ func TestUpRestartSafety(t *testing.T) {
 		require.Eventually(t, func() bool {
 			status, _, body := httpDo(t, "GET", p2.url+"/v1/requests/"+id, "", nil)
 			require.Equal(t, http.StatusOK, status, string(body))
-			var st reqstatus.Request
+			var st results.Request
 			require.NoError(t, json.Unmarshal(body, &st))
 			return st.Status == "done" && st.Done == 2
 		}, 90*time.Second, 100*time.Millisecond, "request %s", id)

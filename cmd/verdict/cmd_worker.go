@@ -16,12 +16,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sagemakerruntime"
 
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/engine/sagemaker"
 	"github.com/verdict-dev/verdict/internal/listen"
 	"github.com/verdict-dev/verdict/internal/queue"
+	"github.com/verdict-dev/verdict/internal/results"
 	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/internal/tune"
 	"github.com/verdict-dev/verdict/policy"
@@ -44,6 +46,8 @@ type workerFlags struct {
 	resultsQueueURL string
 	snsTopicARN     string
 	resultsStore    string
+	resultsTable    string
+	resultsTTL      time.Duration
 	webhookURL      string
 	webhookSecret   string
 	webhookHosts    string
@@ -158,11 +162,13 @@ func (f *workerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.queueURL, "queue-url", "", "SQS queue URL (with --queue sqs; a URL ending in .fifo is a FIFO queue)")
 	fs.StringVar(&f.queueName, "queue-name", "cpu", "local queue name within the data directory's queue file (with --queue local)")
 	fs.StringVar(&f.data, "data", ".verdict", "directory of the local queue (queue.db) and the default results store (results.db)")
-	fs.StringVar(&f.endpoint, "sqs-endpoint", "", "endpoint URL for SQS and SNS (e.g. moto or LocalStack; default: AWS)")
+	fs.StringVar(&f.endpoint, "sqs-endpoint", "", "endpoint URL for SQS and SNS (e.g. moto or LocalStack; default: AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL, else AWS)")
 	fs.StringVar(&f.region, "region", "", "AWS region (default: from the AWS configuration, else us-east-1)")
 	fs.IntVar(&f.maxReceives, "max-receives", 5, "local queue: receives before a message goes to the dead-letter table (SQS: set the redrive policy)")
 	fs.StringVar(&f.resultsQueueURL, "results-queue-url", "", "publish one message per result to this SQS queue")
 	fs.StringVar(&f.snsTopicARN, "sns-topic-arn", "", "publish one notification per result to this SNS topic")
+	fs.StringVar(&f.resultsTable, "results-table", "", "DynamoDB results table (deploy/cloudformation.json's ResultsTable): each result is written there before its message is deleted, and the front door answers GET /v1/requests/{id} from it")
+	fs.DurationVar(&f.resultsTTL, "results-ttl", results.DefaultTTL, "with --results-table: how long results live in the table")
 	fs.StringVar(&f.resultsStore, "results-store", "", "SQLite results store file (default with --queue local: DATA/results.db; \"none\" disables)")
 	fs.StringVar(&f.webhookURL, "webhook-url", "", "POST every result to this URL (requests may also name their own reply URLs)")
 	fs.StringVar(&f.webhookSecret, "webhook-secret", "", "HMAC-SHA256 key for webhook signatures (required for webhooks)")
@@ -264,6 +270,26 @@ func (f *workerFlags) build(ctx context.Context, res *resources) (worker.Config,
 		}
 		cfg.Sinks = append(cfg.Sinks, s)
 	}
+	if f.resultsTable != "" {
+		a, err := loadAWS()
+		if err != nil {
+			return cfg, err
+		}
+		if f.resultsTTL <= 0 {
+			return cfg, fmt.Errorf("flag --results-ttl: must be > 0, got %v", f.resultsTTL)
+		}
+		st, err := results.NewDynamo(results.DynamoConfig{Table: f.resultsTable, Client: dynamodb.NewFromConfig(a.cfg), TTL: f.resultsTTL})
+		if err != nil {
+			return cfg, fmt.Errorf("flag --results-table: %w", err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err = st.Check(cctx)
+		cancel()
+		if err != nil {
+			return cfg, fmt.Errorf("flag --results-table: %w", err)
+		}
+		cfg.Sinks = append(cfg.Sinks, st)
+	}
 	if f.resultsStore != "" && f.resultsStore != "none" {
 		st, err := sink.OpenStore(f.resultsStore)
 		if err != nil {
@@ -293,7 +319,7 @@ func (f *workerFlags) build(ctx context.Context, res *resources) (worker.Config,
 		}
 	}
 	if len(cfg.Sinks) == 0 {
-		return cfg, errors.New("no result sink: set --results-queue-url, --sns-topic-arn, --webhook-url or --results-store")
+		return cfg, errors.New("no result sink: set --results-table, --results-queue-url, --sns-topic-arn, --webhook-url or --results-store")
 	}
 	h, err := policy.NewHolder(f.policyFile)
 	if err != nil {

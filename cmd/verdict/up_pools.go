@@ -12,8 +12,8 @@ import (
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
 	"github.com/verdict-dev/verdict/internal/queue"
-	"github.com/verdict-dev/verdict/internal/reqstatus"
 	"github.com/verdict-dev/verdict/internal/sink"
+	"github.com/verdict-dev/verdict/internal/uphttp"
 	"github.com/verdict-dev/verdict/lambda"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/worker"
@@ -107,7 +107,7 @@ func poolsStatus(pools []*upPool) http.Handler {
 		for _, p := range pools {
 			st, err := p.q.Stats(ctx)
 			if err != nil {
-				reqstatus.InternalError(rw, "queue stats", err)
+				uphttp.InternalError(rw, "queue stats", err)
 				return
 			}
 			id := p.eng.Identity()

@@ -1,4 +1,4 @@
-package reqstatus
+package uphttp
 
 import (
 	"bufio"
@@ -20,6 +20,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/auth"
 	"github.com/verdict-dev/verdict/internal/listen"
 	"github.com/verdict-dev/verdict/internal/queue"
+	"github.com/verdict-dev/verdict/internal/results"
 	"github.com/verdict-dev/verdict/internal/server"
 	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/lambda"
@@ -53,7 +54,7 @@ func TestLookups(t *testing.T) {
 
 	status, body = do("GET", "/v1/requests/"+acc.RequestID, "key-acme-123", "")
 	require.Equal(t, http.StatusOK, status)
-	var st Request
+	var st results.Request
 	require.NoError(t, json.Unmarshal([]byte(body), &st))
 	require.Equal(t, "queued", st.Status)
 	require.Equal(t, 2, st.Total)
@@ -71,7 +72,7 @@ func TestLookups(t *testing.T) {
 	status, body = do("GET", "/v1/requests/"+acc.RequestID, "key-acme-123", "")
 	require.Equal(t, http.StatusOK, status)
 	require.NoError(t, json.Unmarshal([]byte(body), &st))
-	require.Equal(t, "queued", st.Status)
+	require.Equal(t, "partial", st.Status)
 	require.Equal(t, 1, st.Done)
 	require.Equal(t, "done", st.Decisions[0].Status)
 	require.Equal(t, "queued", st.Decisions[1].Status)
@@ -100,7 +101,7 @@ func TestLookups(t *testing.T) {
 type upRig struct {
 	mux   *http.ServeMux
 	q     *queue.Local
-	store *sink.Store
+	store *results.Local
 	front *lambda.Handler
 }
 
@@ -110,22 +111,19 @@ func newUpRig(t *testing.T, keys map[string]string) *upRig {
 	q, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(dir, "queue.db"), Name: "cpu"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = q.Close() })
-	store, err := sink.OpenStore(filepath.Join(dir, "results.db"))
+	store, err := results.OpenLocal(dir)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })
-	reqs, err := OpenLog(filepath.Join(dir, "requests.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = reqs.Close() })
 	holder, err := policy.NewHolder("")
 	require.NoError(t, err)
 	front, err := lambda.New(lambda.Config{
 		Queues: map[decision.Route]queue.Sender{decision.RouteCPU: q}, APIKeys: keys, AllowAnonymous: len(keys) == 0,
-		RecordFunc: reqs.Record,
+		Results: store,
 	})
 	require.NoError(t, err)
 	// The worker's metrics handler needs a worker; this stands in for it.
 	fakeMetrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("# metrics\n")) })
-	return &upRig{mux: Routes(NewAPI(front, store, reqs), fakeMetrics, holder.Handler(), fakeMetrics), q: q, store: store, front: front}
+	return &upRig{mux: Routes(front, fakeMetrics, holder.Handler(), fakeMetrics), q: q, store: store, front: front}
 }
 
 func (r *upRig) do(method, path string, hdr ...string) *httptest.ResponseRecorder {
@@ -150,13 +148,13 @@ func TestUpRoutesShareOneAuthRule(t *testing.T) {
 	for _, rt := range routes {
 		rec := rig.do(rt[0], rt[1], "Content-Type", "application/json")
 		require.Equal(t, http.StatusUnauthorized, rec.Code, "%v", rt)
-		require.JSONEq(t, string(want.Body), rec.Body.String(), "%v", rt)
+		requireRefusal(t, want, rec, "%v", rt)
 		require.Equal(t, auth.Challenge, rec.Header().Get("WWW-Authenticate"), "%v", rt)
 
 		rec = rig.do(rt[0], rt[1], "Content-Type", "application/json", "Authorization", "Bearer k1", "X-Api-Key", "k2")
-		require.JSONEq(t, string(lambda.Unauthorized(auth.ErrTwoKeys).Body), rec.Body.String(), "%v", rt)
+		requireRefusal(t, lambda.Unauthorized(auth.ErrTwoKeys), rec, "%v", rt)
 		rec = rig.do(rt[0], rt[1], "Content-Type", "application/json", "Authorization", "bearer nope")
-		require.JSONEq(t, string(lambda.Unauthorized(auth.ErrBadKey).Body), rec.Body.String(), "%v", rt)
+		requireRefusal(t, lambda.Unauthorized(auth.ErrBadKey), rec, "%v", rt)
 	}
 	require.Equal(t, http.StatusOK, rig.do("GET", "/healthz").Code, "the health check is open")
 	require.Equal(t, http.StatusOK, rig.do("GET", "/metrics", "Authorization", "Bearer k1").Code)
@@ -218,17 +216,13 @@ func TestUpRequestAnswered503IsNotQueued(t *testing.T) {
 	dir := t.TempDir()
 	q, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(dir, "queue.db"), Name: "cpu"})
 	require.NoError(t, err)
-	store, err := sink.OpenStore(filepath.Join(dir, "results.db"))
+	store, err := results.OpenLocal(dir)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })
-	reqs, err := OpenLog(filepath.Join(dir, "requests.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = reqs.Close() })
 	front, err := lambda.New(lambda.Config{
-		Queues: map[decision.Route]queue.Sender{decision.RouteCPU: q}, AllowAnonymous: true, RecordFunc: reqs.Record,
+		Queues: map[decision.Route]queue.Sender{decision.RouteCPU: q}, AllowAnonymous: true, Results: store,
 	})
 	require.NoError(t, err)
-	api := NewAPI(front, store, reqs)
 	require.NoError(t, q.Close()) // every Send fails from now on
 
 	req := httptest.NewRequest("POST", "/v1/decisions", strings.NewReader(
@@ -242,9 +236,8 @@ func TestUpRequestAnswered503IsNotQueued(t *testing.T) {
 	require.NotEmpty(t, refused.RequestID)
 
 	get := httptest.NewRequest("GET", "/v1/requests/"+refused.RequestID, nil)
-	get.SetPathValue("id", refused.RequestID)
 	rec = httptest.NewRecorder()
-	api.getRequest(rec, get)
+	front.ServeHTTP(rec, get)
 	require.Equal(t, http.StatusNotFound, rec.Code, rec.Body.String())
 }
 
@@ -318,4 +311,17 @@ func TestUpListenerConnectionBound(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	require.Equal(t, http.StatusServiceUnavailable, send(c, bufio.NewReader(c)))
+}
+
+// requireRefusal checks that rec is the refusal want, with a request id
+// of its own in the body and in X-Request-Id.
+func requireRefusal(t *testing.T, want *lambda.Response, rec *httptest.ResponseRecorder, msg ...any) {
+	t.Helper()
+	var w, got lambda.ErrorBody
+	require.NoError(t, json.Unmarshal(want.Body, &w))
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &got), msg...)
+	require.Equal(t, w.Code, got.Code, msg...)
+	require.Equal(t, w.Message, got.Message, msg...)
+	require.NotEmpty(t, got.RequestID, msg...)
+	require.Equal(t, got.RequestID, rec.Header().Get("X-Request-Id"), msg...)
 }
