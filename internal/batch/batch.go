@@ -217,23 +217,10 @@ type windowResults = [][]decision.Result
 // (groups in order of first appearance), in chunks of at most cfg.Chunk
 // decisions that do not split a group unless it is larger than a chunk.
 func runWindow(ctx context.Context, cfg *Config, items []Item, sum *Summary, snap func() Snapshot) error {
-	var order []string
-	groups := map[string][]ref{}
 	for i := range items {
 		items[i].results = make([]decision.Result, len(items[i].Decisions))
-		for j := range items[i].Decisions {
-			k := string(items[i].Decisions[j].State.Canonical())
-			if _, ok := groups[k]; !ok {
-				order = append(order, k)
-			}
-			groups[k] = append(groups[k], ref{i, j})
-		}
 	}
-	var chunk []ref
-	flush := func() error {
-		if len(chunk) == 0 {
-			return nil
-		}
+	for _, chunk := range planChunks(items, chunkLimit{decisions: cfg.Chunk}) {
 		ds := make([]decision.Decision, len(chunk))
 		for n, r := range chunk {
 			ds[n] = items[r.item].Decisions[r.dec]
@@ -248,31 +235,73 @@ func runWindow(ctx context.Context, cfg *Config, items []Item, sum *Summary, sna
 		for n, r := range chunk {
 			items[r.item].results[r.dec] = rs[n]
 		}
-		chunk = chunk[:0]
 		if cfg.Progress != nil {
 			cfg.Progress.Update(snap())
 		}
-		return nil
+	}
+	return nil
+}
+
+// chunkLimit bounds a chunk: at most decisions decisions and, when bytes is
+// above 0, at most bytes of their sizes (sizeFunc) summed.
+type chunkLimit struct {
+	decisions int
+	bytes     int
+	sizeFunc  func(ref) int
+}
+
+// planChunks groups the decisions of a window's items by state (groups in
+// order of first appearance) and cuts them into chunks within lim that do
+// not split a group unless it does not fit in one chunk. The local run
+// scores these chunks; --submit sends them, so both group alike.
+func planChunks(items []Item, lim chunkLimit) [][]ref {
+	var order []string
+	groups := map[string][]ref{}
+	for i := range items {
+		for j := range items[i].Decisions {
+			k := string(items[i].Decisions[j].State.Canonical())
+			if _, ok := groups[k]; !ok {
+				order = append(order, k)
+			}
+			groups[k] = append(groups[k], ref{i, j})
+		}
+	}
+	size := func(r ref) int {
+		if lim.bytes <= 0 {
+			return 0
+		}
+		return lim.sizeFunc(r)
+	}
+	over := func(n, b int) bool { return n > lim.decisions || (lim.bytes > 0 && b > lim.bytes) }
+	var chunks [][]ref
+	var cur []ref
+	curBytes := 0
+	flush := func() {
+		if len(cur) > 0 {
+			chunks = append(chunks, cur)
+			cur, curBytes = nil, 0
+		}
 	}
 	for _, k := range order {
 		g := groups[k]
-		if len(chunk) > 0 && len(chunk)+len(g) > cfg.Chunk {
-			if err := flush(); err != nil {
-				return err
-			}
+		gb := 0
+		for _, r := range g {
+			gb += size(r)
 		}
-		for len(g) > 0 {
-			n := min(len(g), cfg.Chunk-len(chunk))
-			chunk = append(chunk, g[:n]...)
-			g = g[n:]
-			if len(chunk) >= cfg.Chunk {
-				if err := flush(); err != nil {
-					return err
-				}
+		if len(cur) > 0 && over(len(cur)+len(g), curBytes+gb) {
+			flush()
+		}
+		for _, r := range g {
+			b := size(r)
+			if len(cur) > 0 && over(len(cur)+1, curBytes+b) {
+				flush()
 			}
+			cur = append(cur, r)
+			curBytes += b
 		}
 	}
-	return flush()
+	flush()
+	return chunks
 }
 
 func writeItem(bw, ebw *bufio.Writer, it *Item, sum *Summary) error {

@@ -14,7 +14,19 @@ type Snapshot struct {
 	// Bytes of input read, of TotalBytes (0 when unknown).
 	Bytes, TotalBytes int64
 	Elapsed           time.Duration
+	// Stage is set by Submit: StageSubmit while chunks are sent, then
+	// StageCollect while their results are gathered ("" for Run).
+	Stage string
+	// Chunks is the number of chunks planned so far, ChunksDone of them
+	// sent (StageSubmit) or collected (StageCollect).
+	Chunks, ChunksDone int
 }
+
+// Stages of Submit.
+const (
+	StageSubmit  = "submit"
+	StageCollect = "collect"
+)
 
 // Progress is told how a run goes: after every scored chunk, and once at
 // the end.
@@ -68,7 +80,14 @@ func describe(s Snapshot) string {
 	if s.Elapsed > 0 {
 		rate = float64(s.Decisions) / s.Elapsed.Seconds()
 	}
-	out := fmt.Sprintf("%d lines, %d decisions (%d failed), %.1f decisions/s", s.Lines, s.Decisions, s.Failed, rate)
+	out := ""
+	switch s.Stage {
+	case StageSubmit:
+		out = fmt.Sprintf("submitting: %d of %d chunks sent, ", s.ChunksDone, s.Chunks)
+	case StageCollect:
+		out = fmt.Sprintf("collecting: %d of %d chunks done, ", s.ChunksDone, s.Chunks)
+	}
+	out += fmt.Sprintf("%d lines, %d decisions (%d failed), %.1f decisions/s", s.Lines, s.Decisions, s.Failed, rate)
 	if s.TotalBytes > 0 {
 		frac := float64(s.Bytes) / float64(s.TotalBytes)
 		out += fmt.Sprintf(", %.1f%% of input", 100*frac)
@@ -109,7 +128,11 @@ func (b *Bar) Update(s Snapshot) {
 	if s.Elapsed > 0 {
 		rate = float64(s.Decisions) / s.Elapsed.Seconds()
 	}
-	b.bar.Describe(fmt.Sprintf("%d decisions, %.1f/s, %d failed", s.Decisions, rate, s.Failed))
+	desc := fmt.Sprintf("%d decisions, %.1f/s, %d failed", s.Decisions, rate, s.Failed)
+	if s.Stage != "" {
+		desc = fmt.Sprintf("%s %d/%d chunks, %s", s.Stage, s.ChunksDone, s.Chunks, desc)
+	}
+	b.bar.Describe(desc)
 	_ = b.bar.Set64(s.Bytes)
 }
 
