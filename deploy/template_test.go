@@ -258,6 +258,8 @@ func checkImages(tpl template, raw any) problems {
 var wantTypes = map[string]int{
 	"AWS::SQS::Queue": 6, "AWS::Lambda::Function": 1, "AWS::Lambda::Url": 1, "AWS::ECS::Service": 2,
 	"AWS::ECS::TaskDefinition": 2, "AWS::SageMaker::Model": 1, "AWS::SageMaker::EndpointConfig": 1, "AWS::SageMaker::Endpoint": 1,
+	"AWS::DynamoDB::Table": 1, "AWS::ApplicationAutoScaling::ScalableTarget": 2, "AWS::ApplicationAutoScaling::ScalingPolicy": 4,
+	"AWS::CloudWatch::Alarm": 2, "AWS::ECS::CapacityProvider": 1,
 }
 
 func TestCloudFormationTemplate(t *testing.T) {
@@ -270,6 +272,9 @@ func TestCloudFormationTemplate(t *testing.T) {
 	p = append(p, checkReferences(tpl, raw)...)
 	p = append(p, checkQueues(tpl)...)
 	p = append(p, checkImages(tpl, raw)...)
+	p = append(p, checkResultsTable(raw)...)
+	p = append(p, checkScaling(raw)...)
+	p = append(p, checkStopTimeout(raw)...)
 	got := map[string]int{}
 	for _, r := range tpl.Resources {
 		got[r.Type]++

@@ -1,0 +1,368 @@
+package deploy_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/verdict-dev/verdict/internal/queue/queuetest"
+)
+
+// motoLacks: resource types of the template that moto's CloudFormation
+// (moto 5) does not create. It logs "No Moto CloudFormation support for
+// …" and skips them, and an output that reads an attribute of one makes
+// its create-stack fail, so such outputs are left out of the stack made
+// here. The scaling parts are replayed below through moto's Application
+// Auto Scaling and CloudWatch APIs; the capacity provider and the URL are
+// checked statically only (checkScaling, checkReferences).
+var motoLacks = map[string]bool{
+	"AWS::Lambda::Url": true,
+	"AWS::ApplicationAutoScaling::ScalableTarget":   true,
+	"AWS::ApplicationAutoScaling::ScalingPolicy":    true,
+	"AWS::CloudWatch::Alarm":                        true,
+	"AWS::ECS::CapacityProvider":                    true,
+	"AWS::ECS::ClusterCapacityProviderAssociations": true,
+}
+
+// awsCLI runs the AWS CLI against endpoint and decodes its JSON answer
+// into out (when out is not nil).
+func awsCLI(t *testing.T, endpoint string, out any, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "aws", append(args, "--endpoint-url", endpoint, "--output", "json")...)
+	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing",
+		"AWS_DEFAULT_REGION=us-east-1", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_PAGER=")
+	b, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("aws %s: %v\n%s", strings.Join(args[:2], " "), err, stderr)
+	}
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("aws %s: %v\n%s", strings.Join(args[:2], " "), err, b)
+		}
+	}
+}
+
+// TestTemplateCreatesInMoto creates the stack in moto_server (every
+// resource type moto's CloudFormation knows), then reads back what the
+// code depends on: the results table's keys and index, the names and
+// settings handed to the workers and the front door. The scaling
+// resources, which moto's CloudFormation skips, are then sent through
+// moto's Application Auto Scaling and CloudWatch APIs with their
+// template properties resolved against the stack, so the AWS CLI's model
+// of those APIs checks every property name and type.
+func TestTemplateCreatesInMoto(t *testing.T) {
+	if _, err := exec.LookPath("aws"); err != nil {
+		t.Fatal("the AWS CLI is required (.ci/run checks it is installed)")
+	}
+	m, err := queuetest.StartMoto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	cli := func(out any, args ...string) { t.Helper(); awsCLI(t, m.Endpoint, out, args...) }
+
+	b, err := os.ReadFile("cloudformation.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw obj
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	resources := raw["Resources"].(obj)
+	for name, o := range raw["Outputs"].(obj) {
+		if g, ok := at(o, "Value", "Fn::GetAtt").([]any); ok && motoLacks[str(at(resources, str(g[0]), "Type"))] {
+			delete(raw["Outputs"].(obj), name)
+		}
+	}
+	derived, _ := json.Marshal(raw)
+	dir := t.TempDir()
+	tplPath := filepath.Join(dir, "stack.json")
+	if err := os.WriteFile(tplPath, derived, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// What the stack's parameters name must exist: a subnet (moto's
+	// default VPC has some; it does not look the security group up) and
+	// the front door's package (moto's Lambda reads it).
+	var subnets struct{ Subnets []struct{ SubnetId string } }
+	cli(&subnets, "ec2", "describe-subnets")
+	if len(subnets.Subnets) == 0 {
+		t.Fatal("moto has no default subnet")
+	}
+	zip := filepath.Join(dir, "bootstrap.zip")
+	if err := os.WriteFile(zip, []byte("not a real package"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cli(nil, "s3api", "create-bucket", "--bucket", "verdict-code")
+	cli(nil, "s3api", "put-object", "--bucket", "verdict-code", "--key", "verdict/bootstrap.zip", "--body", zip)
+
+	digest := "@sha256:" + strings.Repeat("ab", 32)
+	params := map[string]string{
+		"CpuImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/verdict" + digest, "GpuImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/verdict" + digest,
+		"AwsCliImage": "public.ecr.aws/aws-cli/aws-cli" + digest, "FrontDoorCodeBucket": "verdict-code", "ApiKeys": "k1=acme",
+		"ModelS3Uri": "s3://verdict-code/models/model.gguf", "EndpointModelDataUrl": "s3://verdict-code/models/model.tar.gz",
+		"Subnets": subnets.Subnets[0].SubnetId, "WorkerSecurityGroup": "sg-0123456789abcdef0",
+		// moto's SageMaker knows an older list of instance types than AWS.
+		"EndpointInstanceType": "ml.g4dn.xlarge",
+	}
+	args := []string{"cloudformation", "create-stack", "--stack-name", "verdict", "--template-body", "file://" + tplPath,
+		"--capabilities", "CAPABILITY_IAM", "--parameters"}
+	for k, v := range params {
+		args = append(args, "ParameterKey="+k+",ParameterValue="+v)
+	}
+	cli(nil, args...)
+	var stacks struct {
+		Stacks []struct{ StackStatus, StackStatusReason string }
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		cli(&stacks, "cloudformation", "describe-stacks", "--stack-name", "verdict")
+		if s := stacks.Stacks[0].StackStatus; s != "CREATE_IN_PROGRESS" || time.Now().After(deadline) {
+			break
+		}
+	}
+	if s := stacks.Stacks[0]; s.StackStatus != "CREATE_COMPLETE" {
+		t.Fatalf("create-stack: %s %s", s.StackStatus, s.StackStatusReason)
+	}
+	var listed struct {
+		StackResourceSummaries []struct{ LogicalResourceId, PhysicalResourceId, ResourceType, ResourceStatus string }
+	}
+	cli(&listed, "cloudformation", "list-stack-resources", "--stack-name", "verdict")
+	physical, created := map[string]string{}, map[string]bool{}
+	for _, r := range listed.StackResourceSummaries {
+		if r.LogicalResourceId != "" {
+			physical[r.LogicalResourceId], created[r.LogicalResourceId] = r.PhysicalResourceId, true
+			if r.ResourceStatus != "CREATE_COMPLETE" {
+				t.Errorf("%s: %s", r.LogicalResourceId, r.ResourceStatus)
+			}
+		}
+	}
+	for name, r := range resources {
+		if typ := str(at(r, "Type")); !motoLacks[typ] && !created[name] {
+			t.Errorf("moto did not create %s (%s)", name, typ)
+		}
+	}
+
+	// The results table as the code reads it. moto's CloudFormation does
+	// not apply TimeToLiveSpecification and does not report
+	// SSESpecification back: those two are checked statically
+	// (checkResultsTable).
+	table := physical[resultsTable]
+	var described struct {
+		Table struct {
+			KeySchema              any
+			BillingModeSummary     struct{ BillingMode string }
+			GlobalSecondaryIndexes []struct {
+				IndexName  string
+				KeySchema  any
+				Projection struct{ ProjectionType string }
+			}
+		}
+	}
+	cli(&described, "dynamodb", "describe-table", "--table-name", table)
+	tb := described.Table
+	if got := keySchema(jsonAny(tb.KeySchema)); got != "request_id HASH, sk RANGE" {
+		t.Errorf("table %s: key schema %q", table, got)
+	}
+	if tb.BillingModeSummary.BillingMode != "PAY_PER_REQUEST" {
+		t.Errorf("table %s: billing mode %q", table, tb.BillingModeSummary.BillingMode)
+	}
+	if g := tb.GlobalSecondaryIndexes; len(g) != 1 || g[0].IndexName != resultsGSI ||
+		keySchema(jsonAny(g[0].KeySchema)) != "tenant_decision HASH, first_seen RANGE" || g[0].Projection.ProjectionType != "KEYS_ONLY" {
+		t.Errorf("table %s: indexes %+v", table, g)
+	}
+
+	// What the workers and the front door are told.
+	wantTTL := str(at(raw, "Mappings", "ResultsRetention", fmt.Sprint(at(raw, "Parameters", "ResultsRetentionDays", "Default")), "Ttl"))
+	for _, td := range resourcesOf(raw, "AWS::ECS::TaskDefinition") {
+		var d struct {
+			TaskDefinition struct {
+				ContainerDefinitions []struct {
+					Name        string
+					Command     []string
+					StopTimeout int
+					Environment []struct{ Name, Value string }
+				}
+			}
+		}
+		cli(&d, "ecs", "describe-task-definition", "--task-definition", physical[td])
+		for _, c := range d.TaskDefinition.ContainerDefinitions {
+			if len(c.Command) == 0 || c.Command[0] != "worker" {
+				continue
+			}
+			e := map[string]string{}
+			for _, kv := range c.Environment {
+				e[kv.Name] = kv.Value
+			}
+			if e["VERDICT_RESULTS_TABLE"] != table || e["VERDICT_RESULTS_TTL"] != wantTTL {
+				t.Errorf("%s: VERDICT_RESULTS_TABLE %q VERDICT_RESULTS_TTL %q, want %q %q", td, e["VERDICT_RESULTS_TABLE"], e["VERDICT_RESULTS_TTL"], table, wantTTL)
+			}
+			if d, err := time.ParseDuration(e["VERDICT_SHUTDOWN_TIMEOUT"]); err != nil || time.Duration(c.StopTimeout)*time.Second <= d {
+				t.Errorf("%s: stopTimeout %d s, VERDICT_SHUTDOWN_TIMEOUT %q", td, c.StopTimeout, e["VERDICT_SHUTDOWN_TIMEOUT"])
+			}
+		}
+	}
+	var fn struct {
+		Environment struct{ Variables map[string]string }
+	}
+	cli(&fn, "lambda", "get-function-configuration", "--function-name", physical["FrontDoorFunction"])
+	if v := fn.Environment.Variables; v["VERDICT_RESULTS_TABLE"] != table || v["VERDICT_RESULTS_TTL"] != wantTTL {
+		t.Errorf("FrontDoorFunction: environment %v, want the table %q and %q", v, table, wantTTL)
+	}
+
+	// The scaling resources, replayed through the APIs.
+	r := resolver{raw: raw, physical: physical, params: params, stack: "verdict"}
+	for _, tgt := range resourcesOf(raw, "AWS::ApplicationAutoScaling::ScalableTarget") {
+		in := r.resolve(props(raw, tgt)).(obj)
+		cli(nil, "application-autoscaling", "register-scalable-target", "--cli-input-json", mustJSON(in))
+	}
+	for _, pol := range resourcesOf(raw, "AWS::ApplicationAutoScaling::ScalingPolicy") {
+		in := r.resolve(props(raw, pol)).(obj)
+		tgt := props(raw, refName(props(raw, pol)["ScalingTargetId"]))
+		if tgt == nil {
+			t.Fatalf("%s: ScalingTargetId is not a scalable target", pol)
+		}
+		delete(in, "ScalingTargetId")
+		for k, v := range r.resolve(tgt).(obj) {
+			if k == "ServiceNamespace" || k == "ResourceId" || k == "ScalableDimension" {
+				in[k] = v
+			}
+		}
+		var out struct{ PolicyARN string }
+		cli(&out, "application-autoscaling", "put-scaling-policy", "--cli-input-json", mustJSON(in))
+		r.physical[pol] = out.PolicyARN
+	}
+	for _, al := range resourcesOf(raw, "AWS::CloudWatch::Alarm") {
+		in := r.resolve(props(raw, al)).(obj)
+		in["AlarmName"] = al
+		for _, a := range stringsOf(in["AlarmActions"]) {
+			if !strings.HasPrefix(a, "arn:") {
+				t.Errorf("%s: alarm action %q is not a scaling policy of the stack", al, a)
+			}
+		}
+		cli(nil, "cloudwatch", "put-metric-alarm", "--cli-input-json", mustJSON(in))
+	}
+	var targets struct {
+		ScalableTargets []struct {
+			ResourceId               string
+			MinCapacity, MaxCapacity int
+		}
+	}
+	cli(&targets, "application-autoscaling", "describe-scalable-targets", "--service-namespace", "ecs")
+	var services []string
+	for _, svc := range resourcesOf(raw, "AWS::ECS::Service") {
+		arn := physical[svc]
+		services = append(services, "service/"+physical["Cluster"]+"/"+arn[strings.LastIndex(arn, "/")+1:])
+	}
+	var scaled []string
+	for _, st := range targets.ScalableTargets {
+		scaled = append(scaled, st.ResourceId)
+		if st.MinCapacity > st.MaxCapacity {
+			t.Errorf("%s: MinCapacity %d > MaxCapacity %d", st.ResourceId, st.MinCapacity, st.MaxCapacity)
+		}
+	}
+	sort.Strings(scaled)
+	if fmt.Sprint(scaled) != fmt.Sprint(services) {
+		t.Errorf("scalable targets %v, want the services %v", scaled, services)
+	}
+}
+
+func jsonAny(v any) any {
+	b, _ := json.Marshal(v)
+	var out any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// resolver evaluates the intrinsic functions the scaling resources use
+// against a created stack: Ref (parameters, resources, pseudo
+// parameters), Fn::GetAtt (a service's Name, a queue's QueueName, an Arn)
+// and Fn::Sub.
+type resolver struct {
+	raw      obj
+	physical map[string]string
+	params   map[string]string
+	stack    string
+}
+
+var subRef = regexp.MustCompile(`\$\{([^}]+)\}`)
+
+func (r resolver) ref(name string) any {
+	switch name {
+	case "AWS::StackName":
+		return r.stack
+	case "AWS::Region":
+		return "us-east-1"
+	case "AWS::Partition":
+		return "aws"
+	case "AWS::AccountId":
+		return "123456789012"
+	}
+	if v, ok := r.params[name]; ok {
+		return v
+	}
+	if p, ok := at(r.raw, "Parameters", name).(obj); ok {
+		return p["Default"]
+	}
+	return r.physical[name]
+}
+
+func (r resolver) getAtt(res, attr string) string {
+	id := r.physical[res]
+	switch attr {
+	case "Name", "QueueName":
+		return id[strings.LastIndex(id, "/")+1:]
+	}
+	return id
+}
+
+func (r resolver) resolve(v any) any {
+	switch x := v.(type) {
+	case obj:
+		if len(x) == 1 {
+			if n, ok := x["Ref"].(string); ok {
+				return r.ref(n)
+			}
+			if g, ok := x["Fn::GetAtt"].([]any); ok {
+				return r.getAtt(str(g[0]), str(g[1]))
+			}
+			if s, ok := x["Fn::Sub"].(string); ok {
+				return subRef.ReplaceAllStringFunc(s, func(m string) string {
+					n := m[2 : len(m)-1]
+					if res, attr, ok := strings.Cut(n, "."); ok {
+						return r.getAtt(res, attr)
+					}
+					return fmt.Sprint(r.ref(n))
+				})
+			}
+		}
+		out := obj{}
+		for k, vv := range x {
+			out[k] = r.resolve(vv)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, vv := range x {
+			out[i] = r.resolve(vv)
+		}
+		return out
+	}
+	return v
+}
