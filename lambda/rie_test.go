@@ -1,7 +1,6 @@
 package lambda_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -48,45 +46,17 @@ func TestBootstrapUnderEmulator(t *testing.T) {
 	tq, err := moto.CreateQueue(ctx, "frontdoor", queuetest.QueueOptions{FIFO: true, Visibility: 30 * time.Second})
 	require.NoError(t, err)
 
-	port := awstest.FreePort(t)
-	cmd := exec.Command(rie, "--runtime-api-address", "127.0.0.1:"+awstest.FreePort(t),
-		"--runtime-interface-emulator-address", "127.0.0.1:"+port, bootstrap)
-	cmd.Env = append(os.Environ(),
+	front := awstest.StartFrontDoor(t, rie, bootstrap,
 		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=us-east-1", "AWS_DEFAULT_REGION=us-east-1",
 		"VERDICT_CPU_QUEUE_URL="+tq.URL,
 		"VERDICT_SQS_ENDPOINT="+moto.Endpoint,
 		"VERDICT_API_KEYS="+testKey+"=acme",
 		"VERDICT_RESULTS_LOCATION=sqs://results/{request_id}",
 	)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("emulator output:\n%s", logs.String())
-		}
-	})
-	url := "http://127.0.0.1:" + port + "/2015-03-31/functions/function/invocations"
 
-	// The emulator answers 200 for every invocation, even a failed one:
-	// the HTTP answer of the front door is in the body.
 	invokeRIE := func(ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, map[string]any) {
 		t.Helper()
-		payload, err := json.Marshal(ev)
-		require.NoError(t, err)
-		var resp *http.Response
-		require.Eventually(t, func() bool {
-			resp, err = http.Post(url, "application/json", bytes.NewReader(payload))
-			return err == nil
-		}, 30*time.Second, 100*time.Millisecond, "emulator does not answer: %v", err)
-		defer resp.Body.Close()
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-		var out events.APIGatewayV2HTTPResponse
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-		require.NotZero(t, out.StatusCode, "the invocation failed instead of answering HTTP")
+		out := front.Invoke(t, ev)
 		var body map[string]any
 		require.NoError(t, json.Unmarshal([]byte(out.Body), &body), out.Body)
 		return out, body

@@ -62,41 +62,14 @@ func TestAsyncOnAWSEndToEnd(t *testing.T) {
 	awsEnv := []string{"AWS_ENDPOINT_URL=" + moto.Endpoint, "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
 		"AWS_REGION=us-east-1", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"}
 
-	// The front door.
-	port := awstest.FreePort(t)
-	front := exec.Command(rie, "--runtime-api-address", "127.0.0.1:"+awstest.FreePort(t),
-		"--runtime-interface-emulator-address", "127.0.0.1:"+port, bootstrap)
-	front.Env = append(os.Environ(), awsEnv...)
-	front.Env = append(front.Env, "VERDICT_CPU_QUEUE_URL="+work.URL, "VERDICT_RESULTS_TABLE=verdict-results",
-		"VERDICT_API_KEYS=key-acme-0123456789=acme,key-globex-0123456789=globex")
-	var frontLog bytes.Buffer
-	front.Stdout, front.Stderr = &frontLog, &frontLog
-	front.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, front.Start())
-	t.Cleanup(func() {
-		_ = syscall.Kill(-front.Process.Pid, syscall.SIGKILL)
-		_ = front.Wait()
-		if t.Failed() {
-			t.Logf("front door:\n%s", frontLog.String())
-		}
-	})
-	invokeURL := "http://127.0.0.1:" + port + "/2015-03-31/functions/function/invocations"
+	front := awstest.StartFrontDoor(t, rie, bootstrap, append(awsEnv, "VERDICT_CPU_QUEUE_URL="+work.URL,
+		"VERDICT_RESULTS_TABLE=verdict-results", "VERDICT_API_KEYS=key-acme-0123456789=acme,key-globex-0123456789=globex")...)
 	call := func(method, path, query, key, body string) (int, []byte) {
 		t.Helper()
 		ev := events.APIGatewayV2HTTPRequest{RawPath: path, RawQueryString: query, Body: body,
 			Headers: map[string]string{"content-type": "application/json", "x-api-key": key}}
 		ev.RequestContext.HTTP.Method = method
-		payload, err := json.Marshal(ev)
-		require.NoError(t, err)
-		var resp *http.Response
-		require.Eventually(t, func() bool {
-			resp, err = http.Post(invokeURL, "application/json", bytes.NewReader(payload))
-			return err == nil
-		}, time.Minute, 100*time.Millisecond, "the emulator does not answer: %v", err)
-		defer resp.Body.Close()
-		var out events.APIGatewayV2HTTPResponse
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-		require.NotZero(t, out.StatusCode, "the invocation failed instead of answering HTTP")
+		out := front.Invoke(t, ev)
 		return out.StatusCode, []byte(out.Body)
 	}
 

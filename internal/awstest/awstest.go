@@ -5,13 +5,18 @@ package awstest
 
 import (
 	"bytes"
+	"encoding/json"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 )
 
@@ -57,4 +62,53 @@ func FreePort(t testing.TB) string {
 	require.NoError(t, err)
 	defer l.Close()
 	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// FrontDoor is the bootstrap binary running under the Lambda emulator.
+type FrontDoor struct {
+	url string
+}
+
+// StartFrontDoor runs bootstrap under the emulator rie with env added to
+// this process's environment, until the test ends; its output is logged
+// when the test fails.
+func StartFrontDoor(t testing.TB, rie, bootstrap string, env ...string) *FrontDoor {
+	t.Helper()
+	port := FreePort(t)
+	cmd := exec.Command(rie, "--runtime-api-address", "127.0.0.1:"+FreePort(t),
+		"--runtime-interface-emulator-address", "127.0.0.1:"+port, bootstrap)
+	cmd.Env = append(os.Environ(), env...)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("front door under the emulator:\n%s", logs.String())
+		}
+	})
+	return &FrontDoor{url: "http://127.0.0.1:" + port + "/2015-03-31/functions/function/invocations"}
+}
+
+// Invoke sends one API Gateway HTTP API event and returns the front
+// door's HTTP answer. The emulator answers 200 for every invocation, even
+// a failed one: the front door's own answer is in the body, and an
+// invocation that failed instead of answering fails the test.
+func (f *FrontDoor) Invoke(t testing.TB, ev events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	t.Helper()
+	payload, err := json.Marshal(ev)
+	require.NoError(t, err)
+	var resp *http.Response
+	require.Eventually(t, func() bool {
+		resp, err = http.Post(f.url, "application/json", bytes.NewReader(payload))
+		return err == nil
+	}, time.Minute, 100*time.Millisecond, "the emulator does not answer: %v", err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var out events.APIGatewayV2HTTPResponse
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	require.NotZero(t, out.StatusCode, "the invocation failed instead of answering HTTP")
+	return out
 }
