@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/verdict-dev/verdict/internal/queue/queuetest"
 	"github.com/verdict-dev/verdict/worker"
 )
 
@@ -31,6 +32,7 @@ func TestWorkerFlagErrorsNameTheFlag(t *testing.T) {
 		"flag --webhook-secret":                 {"--data", dir, "--webhook-url", "https://hooks.example.com/x"},
 		"flag --policy":                         {"--data", dir, "--policy", filepath.Join(dir, "missing.yaml")},
 		"no result sink":                        {"--queue", "sqs", "--queue-url", "http://127.0.0.1:1/q", "--region", "us-east-1"},
+		"flag --results-ttl: must be > 0":       {"--queue", "sqs", "--queue-url", "http://127.0.0.1:1/q", "--region", "us-east-1", "--results-table", "t", "--results-ttl", "-1s"},
 	}
 	sm := func(args ...string) []string {
 		return append([]string{"--data", dir, "--engine", "sagemaker", "--sagemaker-endpoint", "ep"}, args...)
@@ -136,4 +138,22 @@ func TestWorkerFlagsZeroMeansNone(t *testing.T) {
 		got := worker.Config{Wait: cfg.Wait, ShutdownTimeout: cfg.ShutdownTimeout, RetryBase: cfg.RetryBase, RetryMax: cfg.RetryMax}
 		require.Equal(t, tc.want, got, "%v", tc.args)
 	}
+}
+
+// A results table that does not exist stops the worker at its start with
+// one line naming the table and the action, before any model is loaded.
+// The endpoint comes from AWS_ENDPOINT_URL alone, as the SDK reads it.
+func TestWorkerRefusesAMissingResultsTable(t *testing.T) {
+	moto, err := queuetest.StartMoto()
+	require.NoError(t, err)
+	t.Cleanup(moto.Stop)
+	for k, v := range map[string]string{"AWS_ENDPOINT_URL": moto.Endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+		"AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"} {
+		t.Setenv(k, v)
+	}
+	err = runWorker(context.Background(), []string{"--queue", "sqs", "--queue-url", moto.Endpoint + "/123456789012/q", "--region", "us-east-1",
+		"--results-table", "no-such-table", "--model", filepath.Join(t.TempDir(), "never-loaded.gguf")})
+	require.ErrorContains(t, err, "flag --results-table: ")
+	require.ErrorContains(t, err, "results table no-such-table does not exist (dynamodb:DescribeTable)")
+	require.NotContains(t, err.Error(), "\n")
 }

@@ -325,3 +325,27 @@ func requireRefusal(t *testing.T, want *lambda.Response, rec *httptest.ResponseR
 	require.NotEmpty(t, got.RequestID, msg...)
 	require.Equal(t, got.RequestID, rec.Header().Get("X-Request-Id"), msg...)
 }
+
+// TestUpRefusesAnUnauthenticatedBodyUnread: a caller without a key is
+// answered 401 from its headers while its body has not arrived, so a
+// client with no key cannot hold a connection for the body timeout.
+func TestUpRefusesAnUnauthenticatedBodyUnread(t *testing.T) {
+	t.Parallel()
+	addr := serveUp(t, newUpRig(t, map[string]string{"k1": "acme"}), listen.Config{BodyTimeout: 10 * upSafetyNet})
+	for _, path := range []string{"/v1/decisions", "/v1/systemone/async"} {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		_, err = io.WriteString(c, "POST "+path+" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"state\": \"")
+		require.NoError(t, err)
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(upSafetyNet)))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err, "%s: answered only once the body arrived", path)
+		body, _ := io.ReadAll(resp.Body)
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "%s", body)
+		require.True(t, resp.Close, "%s: the connection is closed, its body unread: %v", path, resp.Header)
+		var e lambda.ErrorBody
+		require.NoError(t, json.Unmarshal(body, &e))
+		require.NotEmpty(t, e.RequestID)
+	}
+}
