@@ -111,10 +111,11 @@ run: build
 	@echo "== scoring the examples (scripts/run-examples.sh)"
 	@./scripts/run-examples.sh
 
-## test-deps: what the tests need beyond Go: llama.cpp and llama-server, the Lambda emulator, the TypeSafe JS SDK
+## test-deps: what the tests need beyond Go: llama.cpp and llama-server, the Lambda emulator, the TypeSafe JS SDK, Debian's chromium (the review page's browser test)
 .PHONY: test-deps
 test-deps: llama-lib llama-server/build conformance/js/node_modules
 	@scripts/install-lambda-rie.sh
+	@LOG_DIR=$(LOG_DIR) scripts/install-chromium.sh
 
 ## test: vet, every test, -race on the concurrent packages, then the CPU image's steps and its SageMaker start
 .PHONY: test

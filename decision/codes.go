@@ -37,6 +37,9 @@ const (
 	CodeModelNotFound Code = "model_not_found"
 	// CodeMethodNotAllowed: the route does not take the method. 405; publish.
 	CodeMethodNotAllowed Code = "method_not_allowed"
+	// CodeConflict: the request does not fit the state of what it names
+	// (feedback for a decision that has no result yet). 409; publish.
+	CodeConflict Code = "conflict"
 	// CodeBusy: the engine's admission queue is full. 503; retry.
 	CodeBusy Code = "busy"
 	// CodeOverloaded: a server is at capacity (admission full, model
@@ -111,6 +114,8 @@ func (c Code) Status() int {
 		return http.StatusNotFound
 	case CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
+	case CodeConflict:
+		return http.StatusConflict
 	case CodeBusy, CodeOverloaded, CodeUnavailable, CodeClosed:
 		return http.StatusServiceUnavailable
 	case CodeTimeout:

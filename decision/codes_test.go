@@ -30,6 +30,7 @@ func TestCodeStatusAndAction(t *testing.T) {
 		{decision.CodeNotFound, http.StatusNotFound, decision.ActionPublish},
 		{decision.CodeModelNotFound, http.StatusNotFound, decision.ActionPublish},
 		{decision.CodeMethodNotAllowed, http.StatusMethodNotAllowed, decision.ActionPublish},
+		{decision.CodeConflict, http.StatusConflict, decision.ActionPublish},
 		{decision.CodeBusy, http.StatusServiceUnavailable, decision.ActionRetry},
 		{decision.CodeOverloaded, http.StatusServiceUnavailable, decision.ActionRetry},
 		{decision.CodeUnavailable, http.StatusServiceUnavailable, decision.ActionRetry},

@@ -10,13 +10,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/verdict-dev/verdict/internal/results"
 )
 
 // The results table's key schema is a contract with the code that reads
 // and writes it (the workers and the front door): these are its names.
 const (
 	resultsTable   = "ResultsTable"
-	resultsGSI     = "decision"
 	ttlAttribute   = "expires_at"
 	backlogExpr    = "m1 / IF(m2 >= 1, m2, 1)"
 	ecsStopTimeout = 120 * time.Second // the most ECS waits between SIGTERM and SIGKILL
@@ -216,27 +219,25 @@ func checkResultsTable(raw any) problems {
 	if at(t, "TimeToLiveSpecification", "AttributeName") != ttlAttribute || at(t, "TimeToLiveSpecification", "Enabled") != true {
 		p.add("%s: TimeToLiveSpecification %v, want %s enabled", resultsTable, t["TimeToLiveSpecification"], ttlAttribute)
 	}
-	if got := keySchema(t["KeySchema"]); got != "request_id HASH, sk RANGE" {
-		p.add("%s: KeySchema %q, want \"request_id HASH, sk RANGE\"", resultsTable, got)
+	// The layout is package results' (TableDefinition): one place.
+	want := results.TableDefinition(resultsTable)
+	if got, w := keySchema(t["KeySchema"]), keySchema(jsonAny(want.KeySchema)); got != w {
+		p.add("%s: KeySchema %q, want %q", resultsTable, got, w)
 	}
 	attrs := map[string]string{}
 	as, _ := t["AttributeDefinitions"].([]any)
 	for _, a := range as {
 		attrs[str(at(a, "AttributeName"))] = str(at(a, "AttributeType"))
 	}
-	if want := map[string]string{"request_id": "S", "sk": "S", "tenant_decision": "S", "first_seen": "N"}; fmt.Sprint(attrs) != fmt.Sprint(want) {
-		p.add("%s: AttributeDefinitions %v, want %v", resultsTable, attrs, want)
+	wantAttrs := map[string]string{}
+	for _, a := range want.AttributeDefinitions {
+		wantAttrs[aws.ToString(a.AttributeName)] = string(a.AttributeType)
 	}
-	gsis, _ := t["GlobalSecondaryIndexes"].([]any)
-	if len(gsis) != 1 || at(gsis[0], "IndexName") != resultsGSI {
-		p.add("%s: want one global secondary index, %q; have %d", resultsTable, resultsGSI, len(gsis))
-	} else {
-		if got := keySchema(at(gsis[0], "KeySchema")); got != "tenant_decision HASH, first_seen RANGE" {
-			p.add("%s: index %s KeySchema %q, want \"tenant_decision HASH, first_seen RANGE\"", resultsTable, resultsGSI, got)
-		}
-		if pt := at(gsis[0], "Projection", "ProjectionType"); pt != "KEYS_ONLY" {
-			p.add("%s: index %s projection %v, want KEYS_ONLY", resultsTable, resultsGSI, pt)
-		}
+	if fmt.Sprint(attrs) != fmt.Sprint(wantAttrs) {
+		p.add("%s: AttributeDefinitions %v, want %v", resultsTable, attrs, wantAttrs)
+	}
+	if got, w := indexes(t["GlobalSecondaryIndexes"]), indexes(jsonAny(want.GlobalSecondaryIndexes)); got != w {
+		p.add("%s: global secondary indexes %s, want %s (results.TableDefinition)", resultsTable, got, w)
 	}
 
 	// The name and the retention, where the code reads them.
@@ -543,10 +544,10 @@ func TestResultsAndScalingChecksCatch(t *testing.T) {
 			ks[0], ks[1] = ks[1], ks[0]
 		}, `KeySchema "sk RANGE, request_id HASH"`},
 		{"first_seen a string", func(r obj) { at(res(r, resultsTable), "AttributeDefinitions", 3).(obj)["AttributeType"] = "S" }, "AttributeDefinitions"},
-		{"index name", func(r obj) { at(res(r, resultsTable), "GlobalSecondaryIndexes", 0).(obj)["IndexName"] = "by_decision" }, `one global secondary index, "decision"`},
+		{"index name", func(r obj) { at(res(r, resultsTable), "GlobalSecondaryIndexes", 0).(obj)["IndexName"] = "by_decision" }, `global secondary indexes by_decision`},
 		{"index projection", func(r obj) {
 			at(res(r, resultsTable), "GlobalSecondaryIndexes", 0, "Projection").(obj)["ProjectionType"] = "ALL"
-		}, "want KEYS_ONLY"},
+		}, "decision: tenant_decision HASH, first_seen RANGE (ALL)"},
 		{"ttl days", func(r obj) { at(r, "Mappings", "ResultsRetention", "7").(obj)["Ttl"] = "7d" }, "is not 7 days"},
 		{"worker without table", func(r obj) {
 			c := at(res(r, "GpuWorkerTaskDefinition"), "ContainerDefinitions", 1).(obj)
@@ -619,4 +620,15 @@ func TestResultsAndScalingChecksCatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// indexes describes global secondary indexes as "name: keys (projection)"
+// lines, in order.
+func indexes(v any) string {
+	gs, _ := v.([]any)
+	var out []string
+	for _, g := range gs {
+		out = append(out, fmt.Sprintf("%s: %s (%v)", str(at(g, "IndexName")), keySchema(at(g, "KeySchema")), at(g, "Projection", "ProjectionType")))
+	}
+	return strings.Join(out, "; ")
 }

@@ -18,7 +18,7 @@ func (h *Handler) Authenticate(req *Request) (Caller, *Response) {
 	if err != nil {
 		return Caller{}, Unauthorized(err)
 	}
-	return Caller{Tenant: c.Tenant, APIKey: c.Key, Identity: req.Identity}, nil
+	return Caller{Tenant: c.Tenant, APIKey: c.Key, Identity: req.Identity, Review: c.Review}, nil
 }
 
 // Unauthorized is the 401 answer to an auth refusal, in the front door's

@@ -13,6 +13,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/auth"
 	"github.com/verdict-dev/verdict/internal/queue"
 	"github.com/verdict-dev/verdict/internal/results"
+	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/router"
 )
 
@@ -42,6 +43,10 @@ type Caller struct {
 	// Identity is the authorizer identity from the request context (an IAM
 	// ARN, a JWT subject), when there was one.
 	Identity string
+	// Review is true for an API key granted the review inbox
+	// (KEY=TENANT:review): it may read the states of decisions sent to
+	// review.
+	Review bool
 }
 
 // Default values of Config.
@@ -79,6 +84,15 @@ type Config struct {
 	// DecisionLocation say otherwise. Defaults to none: those paths are
 	// 404 and results are read where the workers publish them.
 	Results results.Store
+	// FeedbackSinks receive every answer POST /v1/decisions/{id}/feedback
+	// records, as a sink.Event of kind "feedback" (the SQS queue, SNS
+	// topic and webhook the workers publish results to). A failure is
+	// logged; the answer stays stored. Defaults to none.
+	FeedbackSinks []sink.EventSink
+	// OnFeedback, when set, is told of every answer recorded (not of
+	// replays), with the decision's record: verdict up feeds its live
+	// quality metrics with it. It must not block. Defaults to none.
+	OnFeedback func(stored results.Stored, label results.Feedback)
 	// APIKeys maps an API key to its tenant ("" is allowed: the default
 	// tenant). Defaults to none.
 	APIKeys map[string]string
@@ -218,6 +232,12 @@ type Env struct {
 	// ResultsTTL is VERDICT_RESULTS_TTL (a Go duration): how long
 	// recorded requests live in the table. Defaults to 7 days.
 	ResultsTTL time.Duration
+	// ResultsQueueURL, SNSTopicARN, WebhookURL and WebhookSecret are
+	// VERDICT_RESULTS_QUEUE_URL, VERDICT_SNS_TOPIC_ARN,
+	// VERDICT_WEBHOOK_URL and VERDICT_WEBHOOK_SECRET, the variables the
+	// workers read for their sinks: feedback answers are published there
+	// too. Default to none.
+	ResultsQueueURL, SNSTopicARN, WebhookURL, WebhookSecret string
 }
 
 // LoadEnv reads the front door's environment through lookup (os.LookupEnv
@@ -235,10 +255,18 @@ func LoadEnv(lookup func(string) (string, bool)) (Env, error) {
 	e.PolicyFile = get("VERDICT_POLICY")
 	e.ResultsLocation = get("VERDICT_RESULTS_LOCATION")
 	e.ResultsTable = get("VERDICT_RESULTS_TABLE")
+	e.ResultsQueueURL = get("VERDICT_RESULTS_QUEUE_URL")
+	e.SNSTopicARN = get("VERDICT_SNS_TOPIC_ARN")
+	e.WebhookURL = get("VERDICT_WEBHOOK_URL")
+	e.WebhookSecret, _ = lookup("VERDICT_WEBHOOK_SECRET")
+	if e.WebhookURL != "" && e.WebhookSecret == "" {
+		errs = append(errs, "VERDICT_WEBHOOK_SECRET: required with VERDICT_WEBHOOK_URL (webhooks are signed)")
+	}
 	if e.CPUQueueURL == "" && e.GPUQueueURL == "" {
 		errs = append(errs, "VERDICT_CPU_QUEUE_URL: at least one of VERDICT_CPU_QUEUE_URL and VERDICT_GPU_QUEUE_URL is required")
 	}
-	for _, u := range []struct{ name, v string }{{"VERDICT_CPU_QUEUE_URL", e.CPUQueueURL}, {"VERDICT_GPU_QUEUE_URL", e.GPUQueueURL}, {"VERDICT_SQS_ENDPOINT", e.SQSEndpoint}} {
+	for _, u := range []struct{ name, v string }{{"VERDICT_CPU_QUEUE_URL", e.CPUQueueURL}, {"VERDICT_GPU_QUEUE_URL", e.GPUQueueURL}, {"VERDICT_SQS_ENDPOINT", e.SQSEndpoint},
+		{"VERDICT_RESULTS_QUEUE_URL", e.ResultsQueueURL}, {"VERDICT_WEBHOOK_URL", e.WebhookURL}} {
 		if u.v != "" && !strings.HasPrefix(u.v, "https://") && !strings.HasPrefix(u.v, "http://") {
 			errs = append(errs, fmt.Sprintf("%s: %q is not an http(s) URL", u.name, u.v))
 		}

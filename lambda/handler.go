@@ -124,7 +124,12 @@ func (h *Handler) Handle(ctx context.Context, req *Request) (resp *Response) {
 		}
 		withRequestID(resp, req.PlatformRequestID)
 	}()
-	if strings.HasPrefix(req.Path, PathRequests) || strings.HasPrefix(req.Path, PathDecisions+"/") && len(req.Path) > len(PathDecisions)+1 {
+	switch {
+	case isFeedbackPath(req.Path):
+		return h.feedback(ctx, req)
+	case req.Path == PathReviews:
+		return h.reviews(ctx, req)
+	case strings.HasPrefix(req.Path, PathRequests) || strings.HasPrefix(req.Path, PathDecisions+"/") && len(req.Path) > len(PathDecisions)+1:
 		return h.lookup(ctx, req)
 	}
 	var format string

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -40,8 +39,7 @@ func (h *Handler) lookup(ctx context.Context, req *Request) *Response {
 		return r
 	}
 	if h.cfg.Results == nil {
-		return errorResponse(ErrorBody{Code: decision.CodeNotFound,
-			Message: "results are not stored here: read them where the workers publish them (the results queue, topic or webhook)"})
+		return noResultsHere()
 	}
 	byRequest := strings.HasPrefix(req.Path, PathRequests)
 	raw := strings.TrimPrefix(strings.TrimPrefix(req.Path, PathRequests), PathDecisions+"/")
@@ -71,10 +69,7 @@ func (h *Handler) lookup(ctx context.Context, req *Request) *Response {
 	}
 	switch {
 	case err != nil:
-		h.cfg.Logger.WarnContext(ctx, "front door: results lookup failed", "err", err, "path", trimForMessage(req.Path))
-		r := errorResponse(ErrorBody{Code: decision.CodeUnavailable, Message: "the results store is unavailable; retry later"})
-		r.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(h.cfg.RetryAfter)))
-		return r
+		return h.storeFailed(ctx, "lookup", req, err)
 	case !found && byRequest:
 		return errorResponse(ErrorBody{Code: decision.CodeNotFound, Message: fmt.Sprintf("no request %q", id)})
 	case !found:

@@ -21,6 +21,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/gguf"
 	"github.com/verdict-dev/verdict/internal/queue"
 	"github.com/verdict-dev/verdict/internal/queue/queuetest"
+	"github.com/verdict-dev/verdict/internal/results"
 	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/lambda"
 	"github.com/verdict-dev/verdict/worker"
@@ -100,7 +101,7 @@ func TestBootstrapUnderEmulator(t *testing.T) {
 	// A worker drains the queue.
 	sq, err := queue.NewSQS(ctx, queue.SQSConfig{URL: tq.URL, Endpoint: moto.Endpoint, AWS: ptr(moto.AWS())})
 	require.NoError(t, err)
-	store, err := sink.OpenStore(filepath.Join(tempDir(t), "results.db"))
+	store, err := results.OpenFile(filepath.Join(tempDir(t), "results.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })
 	w, err := worker.New(worker.Config{Queue: sq, Scorer: newScorer(t), Sinks: []sink.Sink{store},

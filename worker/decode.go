@@ -87,6 +87,11 @@ func (w *Worker) record(env *queue.Envelope, i int, r decision.Result) sink.Reco
 		Format: env.Format, Model: env.Model, SubmittedAt: env.SubmittedAt.UTC(),
 		Status: status, Result: r,
 	}
+	if status == decision.StatusReview {
+		// A results store shows it to a reviewer; sinks never publish it.
+		in := env.Decisions[i]
+		rec.Input = &in
+	}
 	for _, t := range env.Reply {
 		if t.Kind == "webhook" && t.URL != "" {
 			rec.Reply = append(rec.Reply, t.URL)

@@ -20,6 +20,7 @@ import (
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/internal/queue"
 	"github.com/verdict-dev/verdict/internal/queue/queuetest"
+	"github.com/verdict-dev/verdict/internal/results"
 	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/router"
 )
@@ -187,7 +188,7 @@ func setup(t testing.TB, kind string, o bundleOpts) *bundle {
 		}
 		lq, err := queue.OpenLocal(lc)
 		require.NoError(t, err)
-		st, err := sink.OpenStore(filepath.Join(dir, "results.db"))
+		st, err := results.OpenFile(filepath.Join(dir, "results.db"))
 		require.NoError(t, err)
 		t.Cleanup(func() { lq.Close(); st.Close() })
 		b.q, b.sink = lq, st

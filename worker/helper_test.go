@@ -18,6 +18,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/queue"
 	"github.com/verdict-dev/verdict/internal/queue/queuetest"
+	"github.com/verdict-dev/verdict/internal/results"
 	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/worker"
 )
@@ -84,9 +85,9 @@ func helperMain(spec string) {
 	)
 	switch s.Kind {
 	case "local":
-		var st *sink.Store
+		var st *results.File
 		if q, err = queue.OpenLocal(queue.LocalConfig{Path: s.QueuePath, MaxReceives: s.MaxReceives, PollInterval: 20 * time.Millisecond}); err == nil {
-			st, err = sink.OpenStore(s.StorePath)
+			st, err = results.OpenFile(s.StorePath)
 			snk = st
 		}
 	case "sqs":

@@ -1,6 +1,8 @@
 package worker_test
 
 import (
+	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine/enginetest"
+	"github.com/verdict-dev/verdict/internal/results"
 	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/internal/tune"
 	"github.com/verdict-dev/verdict/policy"
@@ -45,4 +48,30 @@ kinds:
 	require.Equal(t, decision.StatusRule, rec.Status)
 	require.Equal(t, "no", rec.Result.Chosen)
 	require.Equal(t, []string{"yes", "no"}, rec.Result.OptionIDs)
+}
+
+// TestReviewOutcomesKeepTheirInputForTheInbox: a decision the policy
+// sends to review is published with its input attached for a results
+// store (which opens a review with it), and the published bytes carry no
+// state.
+func TestReviewOutcomesKeepTheirInputForTheInbox(t *testing.T) {
+	t.Parallel()
+	p, err := policy.Parse([]byte("kinds:\n  default:\n    min_probability: 0.99\n    fallback: review\n"))
+	require.NoError(t, err)
+	store, err := results.OpenFile(filepath.Join(t.TempDir(), "results.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = store.Close() })
+	b := setup(t, "local", bundleOpts{})
+	b.send(t, envelope("r1", mkDecision("a", "a private state", "q?")))
+	start(t, worker.Config{Queue: b.q, Scorer: enginetest.FakeRawEngine{}, Sinks: []sink.Sink{store, b.sink}, Policy: policy.HolderOf(p)})
+	got := b.waitResults(t, 1, 30*time.Second)
+	require.NotContains(t, string(got["r1/a"][0]), "a private state", "published bytes carry no state")
+	rec := decode(t, got["r1/a"][0])
+	require.Equal(t, decision.StatusReview, rec.Status)
+
+	page, _, err := store.Reviews(context.Background(), rec.Tenant, "", 10)
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	require.Equal(t, "a private state", page[0].Input.State.Text)
+	require.Equal(t, "q?", page[0].Input.Question)
 }

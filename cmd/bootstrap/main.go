@@ -21,11 +21,13 @@ import (
 	"os"
 
 	awslambda "github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/internal/queue"
 	"github.com/verdict-dev/verdict/internal/results"
+	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/lambda"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/router"
@@ -76,8 +78,13 @@ func setup(ctx context.Context, log *slog.Logger) (*lambda.Handler, error) {
 			return nil, fmt.Errorf("VERDICT_RESULTS_TABLE: %w", err)
 		}
 	}
+	feedbackSinks, err := feedbackSinks(env, ac)
+	if err != nil {
+		return nil, err
+	}
 	return lambda.New(lambda.Config{
 		Results:         store,
+		FeedbackSinks:   feedbackSinks,
 		Queues:          queues,
 		Router:          router.Config{GPUTokenThreshold: env.GPUTokenThreshold, CPU: env.CPUQueueURL != "", GPU: env.GPUQueueURL != ""},
 		AuthorizeFunc:   lambda.PolicyAuthorizer(holder.Current),
@@ -89,4 +96,32 @@ func setup(ctx context.Context, log *slog.Logger) (*lambda.Handler, error) {
 		ResultsLocation: env.ResultsLocation,
 		Logger:          log,
 	})
+}
+
+// feedbackSinks are the workers' sinks, from the same variables: feedback
+// answers are published where results are.
+func feedbackSinks(env lambda.Env, ac aws.Config) ([]sink.EventSink, error) {
+	var out []sink.EventSink
+	if env.ResultsQueueURL != "" {
+		s, err := sink.NewSQS(queue.NewSQSClient(ac, env.SQSEndpoint), env.ResultsQueueURL)
+		if err != nil {
+			return nil, fmt.Errorf("VERDICT_RESULTS_QUEUE_URL: %w", err)
+		}
+		out = append(out, s)
+	}
+	if env.SNSTopicARN != "" {
+		s, err := sink.NewSNS(sink.NewSNSClient(ac, env.SQSEndpoint), env.SNSTopicARN)
+		if err != nil {
+			return nil, fmt.Errorf("VERDICT_SNS_TOPIC_ARN: %w", err)
+		}
+		out = append(out, s)
+	}
+	if env.WebhookURL != "" {
+		s, err := sink.NewWebhook(sink.WebhookConfig{URL: env.WebhookURL, Secret: []byte(env.WebhookSecret)})
+		if err != nil {
+			return nil, fmt.Errorf("VERDICT_WEBHOOK_URL: %w", err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }

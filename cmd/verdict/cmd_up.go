@@ -138,7 +138,7 @@ func runUp(ctx context.Context, args []string) error {
 	}
 	pools := make([]*upPool, 0, len(routes))
 	for _, route := range routes {
-		p, err := f.openPool(route, len(routes) > 1, store.Store, holder, &res)
+		p, err := f.openPool(route, len(routes) > 1, store.File, holder, &res)
 		if err != nil {
 			return err
 		}

@@ -253,7 +253,7 @@ func TestUpRestartSafety(t *testing.T) {
 	require.NoError(t, p.cmd.Process.Kill())
 	_ = p.wait(t)
 
-	store, err := sink.OpenStore(filepath.Join(data, "results.db"))
+	store, err := results.OpenFile(filepath.Join(data, "results.db"))
 	require.NoError(t, err)
 	n, err := store.Count(context.Background())
 	require.NoError(t, err)
@@ -279,7 +279,7 @@ func TestUpRestartSafety(t *testing.T) {
 	require.NoError(t, p2.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, p2.wait(t))
 
-	store, err = sink.OpenStore(filepath.Join(data, "results.db"))
+	store, err = results.OpenFile(filepath.Join(data, "results.db"))
 	require.NoError(t, err)
 	defer store.Close()
 	n, err = store.Count(context.Background())

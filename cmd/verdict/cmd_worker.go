@@ -291,7 +291,7 @@ func (f *workerFlags) build(ctx context.Context, res *resources) (worker.Config,
 		cfg.Sinks = append(cfg.Sinks, st)
 	}
 	if f.resultsStore != "" && f.resultsStore != "none" {
-		st, err := sink.OpenStore(f.resultsStore)
+		st, err := results.OpenFile(f.resultsStore)
 		if err != nil {
 			return cfg, fmt.Errorf("flag --results-store: %w", err)
 		}

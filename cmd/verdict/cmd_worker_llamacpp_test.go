@@ -26,6 +26,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/gguf"
 	"github.com/verdict-dev/verdict/internal/queue"
 	"github.com/verdict-dev/verdict/internal/queue/queuetest"
+	"github.com/verdict-dev/verdict/internal/results"
 	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/router"
 )
@@ -278,10 +279,10 @@ func TestWorkerCommandSageMaker(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, errs[0])
 
-	st, err := sink.OpenStore(filepath.Join(data, "results.db"))
+	st, err := results.OpenFile(filepath.Join(data, "results.db"))
 	require.NoError(t, err)
 	defer st.Close()
-	var got []sink.Stored
+	var got []results.Stored
 	require.Eventually(t, func() bool {
 		got, err = st.ByRequest(ctx, "sm-1")
 		require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine/llamacpp"
 	"github.com/verdict-dev/verdict/internal/queue"
+	"github.com/verdict-dev/verdict/internal/results"
 	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/internal/uphttp"
 	"github.com/verdict-dev/verdict/lambda"
@@ -50,7 +51,7 @@ func parsePools(s string) ([]decision.Route, error) {
 // builds its worker. With both pools the cpu one runs on the CPU whatever
 // --gpu-layers says; the gpu one offloads as --gpu-layers says (all
 // layers by default).
-func (f *upFlags) openPool(route decision.Route, both bool, store *sink.Store, holder *policy.Holder, res *resources) (*upPool, error) {
+func (f *upFlags) openPool(route decision.Route, both bool, store *results.File, holder *policy.Holder, res *resources) (*upPool, error) {
 	q, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(f.data, "queue.db"), Name: string(route),
 		Visibility: f.visibility, MaxReceives: f.maxReceives})
 	if err != nil {

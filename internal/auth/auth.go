@@ -58,12 +58,20 @@ type Caller struct {
 	Key string
 	// Identity is the platform identity given to Check, when there was one.
 	Identity string
+	// Review is true for a key granted the review inbox (KEY=TENANT:review).
+	Review bool
 }
 
 type entry struct {
 	sum    [sha256.Size]byte
 	tenant string
+	review bool
 }
+
+// ReviewGrant ends a key list entry's tenant to grant the key the review
+// inbox (KEY=TENANT:review): reading the states of decisions sent to
+// review.
+const ReviewGrant = ":review"
 
 // Authenticator checks the keys of requests. It is safe for concurrent use.
 type Authenticator struct {
@@ -80,7 +88,8 @@ func New(keys map[string]string, anonymous bool) (*Authenticator, error) {
 		if strings.TrimSpace(k) == "" || strings.ContainsAny(k, " \t\r\n") {
 			return nil, fmt.Errorf("%w: the key of tenant %q is empty or contains whitespace", ErrConfig, t)
 		}
-		a.keys = append(a.keys, entry{sum: sha256.Sum256([]byte(k)), tenant: t})
+		tenant, review := strings.CutSuffix(t, ReviewGrant)
+		a.keys = append(a.keys, entry{sum: sha256.Sum256([]byte(k)), tenant: tenant, review: review})
 	}
 	return a, nil
 }
@@ -90,7 +99,7 @@ func (a *Authenticator) Enabled() bool { return len(a.keys) > 0 }
 
 // lookup finds the tenant of a key: its digest is compared with every
 // configured digest, in constant time each, and the loop never stops early.
-func (a *Authenticator) lookup(key string) (string, bool) {
+func (a *Authenticator) lookup(key string) (entry, bool) {
 	sum := sha256.Sum256([]byte(key))
 	found := -1
 	for i := range a.keys {
@@ -99,9 +108,9 @@ func (a *Authenticator) lookup(key string) (string, bool) {
 		}
 	}
 	if found < 0 {
-		return "", false
+		return entry{}, false
 	}
-	return a.keys[found].tenant, true
+	return a.keys[found], true
 }
 
 // Check names the caller of a request from its headers. identity is an
@@ -113,11 +122,11 @@ func (a *Authenticator) Check(h http.Header, identity string) (Caller, error) {
 		return Caller{}, err
 	}
 	if key != "" && a.Enabled() {
-		tenant, ok := a.lookup(key)
+		e, ok := a.lookup(key)
 		if !ok {
 			return Caller{}, ErrBadKey
 		}
-		return Caller{Tenant: tenant, Key: key, Identity: identity}, nil
+		return Caller{Tenant: e.tenant, Key: key, Identity: identity, Review: e.review}, nil
 	}
 	switch {
 	case identity != "":
@@ -152,7 +161,8 @@ func Presented(h http.Header) (string, error) {
 var tenantRe = regexp.MustCompile(`^[A-Za-z0-9_.:@-]+$`)
 
 // ParseKeys parses a key list, the format of --api-keys and
-// VERDICT_API_KEYS: comma-separated entries, each KEY or KEY=TENANT (the
+// VERDICT_API_KEYS: comma-separated entries, each KEY, KEY=TENANT or
+// KEY=TENANT:review (a key granted the review inbox; see ReviewGrant) (the
 // tenant follows the last '='; a key may itself contain '=', as base64
 // padding does). It returns key → tenant. Errors name the entry, never the
 // key.

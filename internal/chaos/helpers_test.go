@@ -26,6 +26,7 @@ import (
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/internal/queue"
+	"github.com/verdict-dev/verdict/internal/results"
 	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/router"
 )
@@ -420,7 +421,7 @@ func sameResult(a, b sink.Record) bool {
 // readStore returns every record of a results store file, by key.
 func readStore(t *testing.T, path string) map[string]sink.Record {
 	t.Helper()
-	st, err := sink.OpenStore(path)
+	st, err := results.OpenFile(path)
 	require.NoError(t, err)
 	defer st.Close()
 	all, err := st.All(context.Background())

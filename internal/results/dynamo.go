@@ -232,6 +232,16 @@ func (d *Dynamo) put(ctx context.Context, r *sink.Record) error {
 	if err != nil {
 		return err
 	}
+	if reviewOpen(r) {
+		input, err := json.Marshal(r.Input)
+		if err != nil {
+			return fmt.Errorf("%w: %w", sink.ErrPermanent, err)
+		}
+		if err := d.putInput(ctx, r.RequestID, r.DecisionID, input); err != nil {
+			return err
+		}
+		item[attrReviewTenant] = str(tenantKey(r.Tenant))
+	}
 	_, err = d.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(d.cfg.Table), Item: item,
 		ConditionExpression: aws.String("attribute_not_exists(" + attrSK + ")"),
@@ -257,12 +267,8 @@ func (d *Dynamo) resultItem(r *sink.Record) (map[string]types.AttributeValue, er
 		attrTenantDecision: str(tenantDecision(r.Tenant, r.DecisionID)),
 		attrFirstSeen:      num(d.cfg.NowFunc().UnixMilli()),
 	})
-	if len(body) >= compressFrom {
-		var buf bytes.Buffer
-		zw := gzip.NewWriter(&buf)
-		_, _ = zw.Write(body)
-		_ = zw.Close()
-		body = buf.Bytes()
+	body, gz := compress(body)
+	if gz {
 		item[attrEncoding] = str("gzip")
 	}
 	item[attrBody] = &types.AttributeValueMemberB{Value: body}
@@ -344,21 +350,15 @@ type queuedItem struct {
 }
 
 // storedFrom decodes a result item.
-func storedFrom(item map[string]types.AttributeValue) (sink.Stored, error) {
-	var st sink.Stored
+func storedFrom(item map[string]types.AttributeValue) (Stored, error) {
+	var st Stored
 	b, _ := item[attrBody].(*types.AttributeValueMemberB)
 	if b == nil {
 		return st, fmt.Errorf("results: stored item %s/%s has no body", getS(item, attrRequestID), getS(item, attrSK))
 	}
-	st.Body = b.Value
-	if getS(item, attrEncoding) == "gzip" {
-		zr, err := gzip.NewReader(bytes.NewReader(b.Value))
-		if err == nil {
-			st.Body, err = io.ReadAll(zr)
-		}
-		if err != nil {
-			return st, fmt.Errorf("results: stored item %s/%s: %w", getS(item, attrRequestID), getS(item, attrSK), err)
-		}
+	var err error
+	if st.Body, err = decompress(b.Value, getS(item, attrEncoding) == "gzip"); err != nil {
+		return st, fmt.Errorf("results: stored item %s/%s: %w", getS(item, attrRequestID), getS(item, attrSK), err)
 	}
 	if err := json.Unmarshal(st.Body, &st.Record); err != nil {
 		return st, fmt.Errorf("results: stored record is corrupt: %w", err)
@@ -414,4 +414,27 @@ func getN(item map[string]types.AttributeValue, k string) (int64, bool) {
 		return n, err == nil
 	}
 	return 0, false
+}
+
+// compress gzips b from compressFrom bytes on.
+func compress(b []byte) ([]byte, bool) {
+	if len(b) < compressFrom {
+		return b, false
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, _ = zw.Write(b)
+	_ = zw.Close()
+	return buf.Bytes(), true
+}
+
+func decompress(b []byte, gz bool) ([]byte, error) {
+	if !gz {
+		return b, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(zr)
 }

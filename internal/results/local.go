@@ -8,16 +8,15 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/internal/sqlite"
 )
 
 // Local is the store of `verdict up`: the result records in results.db
-// (sink.Store, which the worker publishes to) and the accepted requests
+// (File, which the worker publishes to) and the accepted requests
 // in requests.db, both in one directory. Safe for concurrent use and for
 // several processes on the same files.
 type Local struct {
-	*sink.Store
+	*File
 	db *sql.DB // requests.db
 }
 
@@ -41,7 +40,7 @@ CREATE INDEX IF NOT EXISTS request_decisions_decision ON request_decisions (deci
 // OpenLocal opens (creating when needed) dir/results.db and
 // dir/requests.db.
 func OpenLocal(dir string) (*Local, error) {
-	store, err := sink.OpenStore(filepath.Join(dir, "results.db"))
+	store, err := OpenFile(filepath.Join(dir, "results.db"))
 	if err != nil {
 		return nil, err
 	}
@@ -57,12 +56,12 @@ func OpenLocal(dir string) (*Local, error) {
 		store.Close()
 		return nil, err
 	}
-	return &Local{Store: store, db: db}, nil
+	return &Local{File: store, db: db}, nil
 }
 
 // Close closes both files.
 func (l *Local) Close() error {
-	return errors.Join(sqlite.Close(l.db), l.Store.Close())
+	return errors.Join(sqlite.Close(l.db), l.File.Close())
 }
 
 // Accept records an accepted request once: recording it again keeps the

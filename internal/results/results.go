@@ -53,7 +53,7 @@ type Entry struct {
 	// other way) or its record has expired.
 	Accepted *Accepted
 	// Records are the stored result records, oldest first.
-	Records []sink.Stored
+	Records []Stored
 }
 
 // Store is the results store the front door and the worker share.
@@ -70,6 +70,19 @@ type Store interface {
 	// RequestsOf lists the ids of tenant's requests that hold a decision
 	// with this id, oldest first, each once.
 	RequestsOf(ctx context.Context, tenant, decisionID string) ([]string, error)
+	// Label records fb (checked by GiveFeedback) unless it repeats the
+	// decision's current label, and closes its review. It returns the
+	// decision's answers, oldest first, and whether fb was a replay.
+	Label(ctx context.Context, fb Feedback) (history []Feedback, replay bool, err error)
+	// Labels returns a decision's answers, oldest first.
+	Labels(ctx context.Context, requestID, decisionID string) ([]Feedback, error)
+	// Reviews lists tenant's open reviews (outcome review, no answer
+	// yet), oldest first, at most limit, after cursor ("" for the first
+	// page); next is "" after the last page.
+	Reviews(ctx context.Context, tenant, cursor string, limit int) (page []Review, next string, err error)
+	// EachLabeled calls fn with each labeled decision f picks and its
+	// current label.
+	EachLabeled(ctx context.Context, f LabelFilter, fn func(Labeled) error) error
 	// Close releases the store.
 	Close() error
 }

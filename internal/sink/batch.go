@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -8,38 +9,68 @@ import (
 	"github.com/verdict-dev/verdict/internal/queue"
 )
 
-// batchEntry is one record as both AWS batch APIs (SQS SendMessageBatch,
-// SNS PublishBatch) take it.
+// batchEntry is one message as both AWS batch APIs (SQS SendMessageBatch,
+// SNS PublishBatch) take it: a record or an event.
 type batchEntry struct {
-	id    string            // index of the record, unique in the batch
-	body  string            // the record's stable JSON
-	attrs map[string]string // request_id, decision_id, status
+	id    string            // index of the record or event, unique in the batch
+	body  string            // the record's stable JSON, or the event's body
+	attrs map[string]string // message attributes (see recordEntries, eventEntries)
 	group string            // FIFO: the request id ("" on standard targets)
-	dedup string            // FIFO: sha256 of the record key
+	dedup string            // FIFO: sha256 of the record or event key
 }
 
 // batchFailure is an entry the service refused.
 type batchFailure struct{ id, code, message string }
 
-// publishBatches marshals recs and hands them to send in batches of
-// queue.MaxBatch. A record that does not marshal is a permanent error; the
-// entries the service refused are joined into one error naming target.
-func publishBatches(recs []Record, fifo bool, target string, send func([]batchEntry) ([]batchFailure, error)) error {
-	for start := 0; start < len(recs); start += queue.MaxBatch {
-		end := min(start+queue.MaxBatch, len(recs))
-		entries := make([]batchEntry, 0, end-start)
-		for i := start; i < end; i++ {
-			body, err := recs[i].Marshal()
-			if err != nil {
-				return fmt.Errorf("%w: %w", ErrPermanent, err)
-			}
-			e := batchEntry{id: strconv.Itoa(i), body: string(body), attrs: attributes(&recs[i])}
-			if fifo {
-				e.group, e.dedup = recs[i].RequestID, queue.DedupID(recs[i].Key())
-			}
-			entries = append(entries, e)
+// sendFunc sends one batch of at most queue.MaxBatch entries and returns
+// the entries the service refused.
+type sendFunc func(ctx context.Context, es []batchEntry) ([]batchFailure, error)
+
+// recordEntries marshals recs into entries with the attributes request_id,
+// decision_id and status. A record that does not marshal is a permanent
+// error.
+func recordEntries(recs []Record, fifo bool) ([]batchEntry, error) {
+	entries := make([]batchEntry, len(recs))
+	for i := range recs {
+		body, err := recs[i].Marshal()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrPermanent, err)
 		}
-		failed, err := send(entries)
+		entries[i] = batchEntry{id: strconv.Itoa(i), body: string(body), attrs: map[string]string{
+			"request_id": recs[i].RequestID, "decision_id": recs[i].DecisionID, "status": string(recs[i].Status)}}
+		if fifo {
+			entries[i].group, entries[i].dedup = recs[i].RequestID, queue.DedupID(recs[i].Key())
+		}
+	}
+	return entries, nil
+}
+
+// eventEntries checks evs and turns them into entries with the attributes
+// event (the kind), request_id and decision_id: a consumer tells events
+// from records by the event attribute. An invalid event is a permanent
+// error.
+func eventEntries(evs []Event, fifo bool) ([]batchEntry, error) {
+	entries := make([]batchEntry, len(evs))
+	for i := range evs {
+		e := &evs[i]
+		if err := e.check(i); err != nil {
+			return nil, err
+		}
+		entries[i] = batchEntry{id: strconv.Itoa(i), body: string(e.Body), attrs: map[string]string{
+			"event": e.Kind, "request_id": e.RequestID, "decision_id": e.DecisionID}}
+		if fifo {
+			entries[i].group, entries[i].dedup = e.RequestID, queue.DedupID(e.Key)
+		}
+	}
+	return entries, nil
+}
+
+// publishBatches hands entries to send in batches of queue.MaxBatch,
+// stopping at the first batch that fails. The entries the service refused
+// are joined into one error naming target.
+func publishBatches(ctx context.Context, entries []batchEntry, target string, send sendFunc) error {
+	for start := 0; start < len(entries); start += queue.MaxBatch {
+		failed, err := send(ctx, entries[start:min(start+queue.MaxBatch, len(entries))])
 		if err != nil {
 			return fmt.Errorf("sink: %s: %w", target, err)
 		}
@@ -52,8 +83,4 @@ func publishBatches(recs []Record, fifo bool, target string, send func([]batchEn
 		}
 	}
 	return nil
-}
-
-func attributes(r *Record) map[string]string {
-	return map[string]string{"request_id": r.RequestID, "decision_id": r.DecisionID, "status": string(r.Status)}
 }

@@ -1,4 +1,4 @@
-// Package sink publishes decision results.
+// Package sink publishes decision results, and events about decisions.
 //
 // The worker turns every decided decision into a Record (request id,
 // decision id, tenant, status and the full decision.Result) and hands the
@@ -19,6 +19,16 @@
 //     timestamp and the body; retried with backoff; only to allowed hosts
 //     and never to loopback, link-local or cloud metadata addresses unless
 //     configured.
-//   - Store: a local SQLite results store keyed by request id + decision id
-//     that keeps the first copy, with lookups by request and by decision.
+//
+// The results stores that keep records for lookups (package results) are
+// Sinks too.
+//
+// The SQS, SNS and webhook sinks are also EventSinks: they publish an
+// Event (today a feedback answer) to the same queue, topic or configured
+// webhook URL as records, with the event's body as the message. SQS and
+// SNS messages carry the attributes event (the kind), request_id and
+// decision_id, grouped and deduplicated on FIFO targets as records are;
+// webhook POSTs are signed as records are and carry the kind in
+// X-Verdict-Event. A consumer tells events from records by that attribute
+// or header, which records never have.
 package sink

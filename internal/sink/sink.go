@@ -18,8 +18,6 @@ var (
 	ErrPermanent = errors.New("sink: permanent failure")
 	// ErrConfig: a sink configuration field is invalid.
 	ErrConfig = errors.New("sink: invalid configuration")
-	// ErrNotFound: the store holds no such result.
-	ErrNotFound = errors.New("sink: result not found")
 )
 
 // Record is one decision's published result.
@@ -44,6 +42,11 @@ type Record struct {
 	// Reply lists webhook URLs the request asked results to be posted to
 	// (not part of the published bytes).
 	Reply []string `json:"-"`
+	// Input is the decision as it was scored, set by the worker when the
+	// outcome is review so that a results store can show it to a
+	// reviewer (not part of the published bytes: states stay out of
+	// queues, topics and webhooks).
+	Input *decision.Decision `json:"-"`
 }
 
 // Key is the idempotency key: request id and decision id.

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,40 +48,6 @@ func TestRecordBytesAreStable(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, string(a), string(b), "a record re-encodes to the same bytes")
 	require.Equal(t, "r/d", r.Key())
-}
-
-func TestStoreKeepsOneAndLooksUp(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	st, err := sink.OpenStore(filepath.Join(t.TempDir(), "results.db"))
-	require.NoError(t, err)
-	defer st.Close()
-	first := rec("r1", "d1")
-	require.NoError(t, st.Publish(ctx, []sink.Record{first, rec("r1", "d2"), rec("r2", "d1")}))
-	changed := rec("r1", "d1")
-	changed.Status = decision.StatusError
-	require.NoError(t, st.Publish(ctx, []sink.Record{changed}), "a redelivery is accepted")
-	n, err := st.Count(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 3, n)
-	got, err := st.Get(ctx, "r1", "d1")
-	require.NoError(t, err)
-	require.Equal(t, decision.StatusDecided, got.Record.Status, "the first copy is kept")
-	want, _ := first.Marshal()
-	require.Equal(t, string(want), string(got.Body))
-	byReq, err := st.ByRequest(ctx, "r1")
-	require.NoError(t, err)
-	require.Len(t, byReq, 2)
-	require.Equal(t, "d1", byReq[0].Record.DecisionID)
-	require.Equal(t, "d2", byReq[1].Record.DecisionID)
-	byDec, err := st.ByDecision(ctx, "d1")
-	require.NoError(t, err)
-	require.Len(t, byDec, 2)
-	_, err = st.Get(ctx, "nope", "d1")
-	require.ErrorIs(t, err, sink.ErrNotFound)
-	none, err := st.ByRequest(ctx, "nope")
-	require.NoError(t, err)
-	require.Empty(t, none)
 }
 
 func TestSQSResultsFIFODedup(t *testing.T) {

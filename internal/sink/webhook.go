@@ -27,8 +27,11 @@ const (
 	HeaderTimestamp = "X-Verdict-Timestamp"
 	// HeaderSignature carries "v1=" + hex HMAC-SHA256(secret, timestamp + "." + body).
 	HeaderSignature = "X-Verdict-Signature"
-	// HeaderKey carries the record's idempotency key (request id/decision id).
+	// HeaderKey carries the idempotency key: a record's request id/decision
+	// id, an event's Key.
 	HeaderKey = "X-Verdict-Idempotency-Key"
+	// HeaderEvent carries an event's kind ("feedback"); records have none.
+	HeaderEvent = "X-Verdict-Event"
 )
 
 // ErrRefusedAddress: a webhook resolved to an address verdict does not
@@ -45,8 +48,9 @@ var ErrUnresolvable = errors.New("sink: webhook host does not resolve")
 // WebhookConfig configures the webhook sink. The zero value of a field
 // means its default, given in the field's comment.
 type WebhookConfig struct {
-	// URL receives every record. Defaults to none: only the reply URLs a
-	// request names receive its records.
+	// URL receives every record and every event. Defaults to none: only
+	// the reply URLs a request names receive its records, and events go
+	// nowhere.
 	URL string
 	// Secret keys the HMAC-SHA256 signature. Required.
 	Secret []byte
@@ -110,12 +114,17 @@ func (c WebhookConfig) validate() error {
 }
 
 // Webhook posts each record to the configured URL and to the record's
-// reply URLs.
+// reply URLs, and each event to the configured URL.
 type Webhook struct {
 	cfg     WebhookConfig
 	client  *http.Client
 	nowFunc func() time.Time
 }
+
+var (
+	_ Sink      = (*Webhook)(nil)
+	_ EventSink = (*Webhook)(nil)
+)
 
 // NewWebhook validates cfg and builds the sink.
 func NewWebhook(cfg WebhookConfig) (*Webhook, error) {
@@ -251,11 +260,12 @@ func Verify(secret []byte, ts, signature string, body []byte, now time.Time, tol
 
 // Publish posts every record to every URL it goes to. A refused address,
 // a disallowed host, a host name that does not exist (ErrUnresolvable) or
-// a 4xx answer (other than 408 and 429) fails with ErrPermanent at once; other failures are retried with backoff. The
-// returned error is permanent only when every failure was: one transient
-// failure beside a permanent one keeps the message for another try.
+// a 4xx answer (other than 408 and 429) fails with ErrPermanent at once;
+// other failures are retried with backoff. The returned error is permanent
+// only when every failure was: one transient failure beside a permanent
+// one keeps the message for another try.
 func (w *Webhook) Publish(ctx context.Context, recs []Record) error {
-	var errs, transient []error
+	var fs postFailures
 	for i := range recs {
 		targets := recs[i].Reply
 		if w.cfg.URL != "" {
@@ -269,21 +279,59 @@ func (w *Webhook) Publish(ctx context.Context, recs []Record) error {
 			return fmt.Errorf("%w: %w", ErrPermanent, err)
 		}
 		for _, t := range targets {
-			if err := w.post(ctx, t, recs[i].Key(), body); err != nil {
-				errs = append(errs, err)
-				if !errors.Is(err, ErrPermanent) {
-					transient = append(transient, err)
-				}
-			}
+			fs.add(w.post(ctx, t, recs[i].Key(), body, nil))
 		}
 	}
-	if len(transient) > 0 {
-		return errors.Join(transient...)
-	}
-	return errors.Join(errs...)
+	return fs.err()
 }
 
-func (w *Webhook) post(ctx context.Context, target, key string, body []byte) error {
+// PublishEvents posts every event's body to the configured URL (events
+// have no reply URLs; with no configured URL it does nothing), signed as
+// records are, with the event's key in X-Verdict-Idempotency-Key and its
+// kind in X-Verdict-Event. Failures are retried, and are permanent, as in
+// Publish; an invalid event (an empty field, a body that is not JSON) is
+// permanent and nothing is posted.
+func (w *Webhook) PublishEvents(ctx context.Context, evs []Event) error {
+	if w.cfg.URL == "" {
+		return nil
+	}
+	for i := range evs {
+		if err := evs[i].check(i); err != nil {
+			return err
+		}
+	}
+	var fs postFailures
+	for i := range evs {
+		fs.add(w.post(ctx, w.cfg.URL, evs[i].Key, evs[i].Body, http.Header{HeaderEvent: {evs[i].Kind}}))
+	}
+	return fs.err()
+}
+
+// postFailures collects the failed posts of one Publish or PublishEvents.
+type postFailures struct{ all, transient []error }
+
+func (f *postFailures) add(err error) {
+	if err == nil {
+		return
+	}
+	f.all = append(f.all, err)
+	if !errors.Is(err, ErrPermanent) {
+		f.transient = append(f.transient, err)
+	}
+}
+
+// err joins the transient failures when there are any (the caller should
+// try again), else the permanent ones; nil when every post succeeded.
+func (f *postFailures) err() error {
+	if len(f.transient) > 0 {
+		return errors.Join(f.transient...)
+	}
+	return errors.Join(f.all...)
+}
+
+// post sends body to target with the signing headers, key in HeaderKey
+// and the extra headers (nil for records), retrying as Publish says.
+func (w *Webhook) post(ctx context.Context, target, key string, body []byte, extra http.Header) error {
 	u, err := w.cfg.checkURL(target)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrPermanent, err)
@@ -294,6 +342,11 @@ func (w *Webhook) post(ctx context.Context, target, key string, body []byte) err
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrPermanent, err)
+		}
+		for k, vs := range extra {
+			for _, v := range vs {
+				req.Header.Add(k, v)
+			}
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("User-Agent", "verdict-webhook/1")

@@ -16,20 +16,27 @@ func InternalError(rw http.ResponseWriter, what string, err error) {
 }
 
 // Routes is the HTTP surface of `verdict up`. Every route but the health
-// check (auth.Open) authenticates its caller through the front door, by the
-// rules of package auth, and answers a refusal in the front door's shape.
+// check (auth.Open) and the review inbox page's static files (ReviewPath
+// and its script and style: they hold no data) authenticates its caller
+// through the front door, by the rules of package auth, and answers a
+// refusal in the front door's shape.
 func Routes(front *lambda.Handler, metrics, policyAdmin, pools http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("POST "+lambda.PathDecisions, front)
 	mux.Handle("POST "+lambda.PathSystemOneAsync, front)
 	mux.Handle("GET "+lambda.PathRequests+"{id}", front)
 	mux.Handle("GET "+lambda.PathDecisions+"/{id}", front)
+	mux.Handle("POST "+lambda.PathDecisions+"/{id}/feedback", front)
+	mux.Handle("GET "+lambda.PathReviews, front)
 	mux.Handle("GET /metrics", guarded(front, metrics))
 	mux.Handle("GET /v1/status", guarded(front, pools))
 	mux.Handle("/admin/policy", guarded(front, policyAdmin))
 	mux.Handle("GET /healthz", guarded(front, http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
 		lambda.JSONResponse(http.StatusOK, map[string]string{"status": "ok"}).Write(rw)
 	})))
+	// Open: the review page holds no data; it asks for a key and sends it
+	// to the API.
+	handleReview(mux)
 	mux.Handle("/", front) // 404 and 405 answers in the front door's shape
 	return mux
 }
