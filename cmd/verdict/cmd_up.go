@@ -56,7 +56,7 @@ func (f *upFlags) register() *flag.FlagSet {
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen address HOST:PORT (a non-loopback address needs --api-keys)")
 	fs.StringVar(&f.data, "data", ".verdict", "directory for the local queue (queue.db), results (results.db), accepted requests (requests.db) and models/ (a synthesized model)")
 	fs.StringVar(&f.policyFile, "policy", "", "policy file (default: the permissive default policy); reloaded on SIGHUP")
-	fs.StringVar(&f.apiKeys, "api-keys", "", "accepted API keys (X-Api-Key or Authorization: Bearer), comma-separated, each KEY or KEY=TENANT (default: none, anonymous callers accepted on loopback)")
+	fs.StringVar(&f.apiKeys, "api-keys", "", "accepted API keys (X-Api-Key or Authorization: Bearer), comma-separated, each KEY, KEY=TENANT or KEY=TENANT:review (also reads the review inbox) (default: none, anonymous callers accepted on loopback)")
 	fs.IntVar(&f.maxBody, "max-body-bytes", lambda.DefaultMaxBodyBytes, "largest request body; larger ones get 413")
 	fs.IntVar(&f.maxState, "max-state-bytes", decision.DefaultLimits().MaxStateBytes, "largest state in a request; larger ones get 413")
 	fs.DurationVar(&f.retryAfter, "retry-after", lambda.DefaultRetryAfter, "the Retry-After of 503 answers when the queue fails")

@@ -151,3 +151,21 @@ func TestCheckBind(t *testing.T) {
 		require.NoError(t, auth.CheckBind(a, false, true), a)
 	}
 }
+
+// A key listed as KEY=TENANT:review belongs to TENANT and carries the
+// review grant; other keys of the tenant do not.
+func TestReviewGrant(t *testing.T) {
+	keys, err := auth.ParseKeys("rev-key=acme:review,plain-key=acme,anon-rev=:review")
+	require.NoError(t, err)
+	a, err := auth.New(keys, false)
+	require.NoError(t, err)
+	for key, want := range map[string]auth.Caller{
+		"rev-key":   {Tenant: "acme", Key: "rev-key", Review: true},
+		"plain-key": {Tenant: "acme", Key: "plain-key"},
+		"anon-rev":  {Tenant: "", Key: "anon-rev", Review: true},
+	} {
+		c, err := a.Check(http.Header{"X-Api-Key": {key}}, "")
+		require.NoError(t, err)
+		require.Equal(t, want, c, key)
+	}
+}
