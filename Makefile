@@ -12,7 +12,7 @@ CPU_TARGET ?= native
 # machine. Each build is a prefix named by the tree and its configuration.
 LLAMA_DIR  ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/verdict/llama.cpp
 # Packages with concurrency, also tested under the race detector.
-RACE_PKGS  ?= ./engine/... ./worker/... ./router/... ./lambda/... ./internal/queue/... ./internal/sink/... ./internal/server/...
+RACE_PKGS  ?= ./engine/... ./worker/... ./router/... ./lambda/... ./internal/queue/... ./internal/sink/... ./internal/server/... ./internal/results/... ./internal/quality/...
 
 # LLAMA_LINK: static — one self-contained binary (the default); dynamic —
 # shared libllama/ggml with ggml's backends as modules loaded at start

@@ -12,8 +12,9 @@ import (
 
 // PoolsHandler serves the metrics of several workers in one exposition,
 // each series labelled with its pool's name (label "queue"): `verdict up`
-// with a cpu and a gpu queue, one worker each.
-func PoolsHandler(pools map[string]*Worker) http.Handler {
+// with a cpu and a gpu queue, one worker each. The gatherers in more are
+// served beside them, as they are (up's live feedback quality).
+func PoolsHandler(pools map[string]*Worker, more ...prometheus.Gatherer) http.Handler {
 	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
 		byName := map[string]*dto.MetricFamily{}
 		names := make([]string, 0, len(pools))
@@ -47,5 +48,5 @@ func PoolsHandler(pools map[string]*Worker) http.Handler {
 		sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
 		return out, nil
 	})
-	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+	return promhttp.HandlerFor(append(prometheus.Gatherers{g}, more...), promhttp.HandlerOpts{})
 }

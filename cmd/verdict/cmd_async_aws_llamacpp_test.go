@@ -184,6 +184,23 @@ func TestAsyncOnAWSEndToEnd(t *testing.T) {
 	status, body := call("GET", "/v1/decisions/r0-d1", "", "key-acme-0123456789", "")
 	require.Equal(t, http.StatusOK, status, "%s", body)
 	require.Contains(t, string(body), `"status":"done"`)
+	// The true answer for a published decision goes into the table.
+	status, body = call("POST", "/v1/decisions/r0-d1/feedback", "request_id="+reqIDs[0], "key-acme-0123456789", `{"option":"technical","source":"e2e"}`)
+	require.Equal(t, http.StatusCreated, status, "%s", body)
+	status, body = call("POST", "/v1/decisions/r0-d1/feedback", "request_id="+reqIDs[0], "key-globex-0123456789", `{"option":"technical"}`)
+	require.Equal(t, http.StatusNotFound, status, "%s", body)
+	status, body = call("GET", "/v1/reviews", "", "key-acme-0123456789", "")
+	require.Equal(t, http.StatusForbidden, status, "%s", body)
+	var labeled int
+	dyn, err := results.NewDynamo(results.DynamoConfig{Table: "verdict-results", Client: ddb})
+	require.NoError(t, err)
+	require.NoError(t, dyn.EachLabeled(ctx, results.LabelFilter{Tenant: "acme"}, func(l results.Labeled) error {
+		require.Equal(t, "technical", l.Label.Option)
+		labeled++
+		return nil
+	}))
+	require.Equal(t, 1, labeled)
+
 	status, body = call("GET", "/v1/requests/"+strings.Repeat("x", 600), "", "key-acme-0123456789", "")
 	require.Equal(t, http.StatusBadRequest, status, "%s", body)
 	require.Contains(t, string(body), `"request_id"`)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/internal/gguf"
 	"github.com/verdict-dev/verdict/internal/listen"
+	"github.com/verdict-dev/verdict/internal/quality"
 	"github.com/verdict-dev/verdict/internal/queue"
 	"github.com/verdict-dev/verdict/internal/results"
 	"github.com/verdict-dev/verdict/internal/uphttp"
@@ -152,6 +154,10 @@ func runUp(ctx context.Context, args []string) error {
 		sendTo[p.route] = p.q
 		workers[string(p.route)] = p.w
 	}
+	// Live quality from the answers callers give (docs/feedback.md).
+	live := quality.New(quality.Config{})
+	qreg := prometheus.NewRegistry()
+	qreg.MustRegister(live)
 	front, err := lambda.New(lambda.Config{
 		Queues:         sendTo,
 		Router:         router.Config{GPUTokenThreshold: f.gpuTokens, CPU: sendTo[decision.RouteCPU] != nil, GPU: sendTo[decision.RouteGPU] != nil},
@@ -162,12 +168,13 @@ func runUp(ctx context.Context, args []string) error {
 		Limits:         decision.Limits{MaxStateBytes: f.maxState},
 		RetryAfter:     f.retryAfter,
 		Results:        store,
+		OnFeedback:     live.Observe,
 		Logger:         slog.Default(),
 	})
 	if err != nil {
 		return err
 	}
-	hs, err := listen.New(uphttp.Routes(front, worker.PoolsHandler(workers), holder.Handler(), poolsStatus(pools)), listen.Config{Logger: slog.Default()})
+	hs, err := listen.New(uphttp.Routes(front, worker.PoolsHandler(workers, qreg), holder.Handler(), poolsStatus(pools)), listen.Config{Logger: slog.Default()})
 	if err != nil {
 		return err
 	}

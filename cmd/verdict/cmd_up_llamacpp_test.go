@@ -210,9 +210,14 @@ func TestUpEndToEnd(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	require.Contains(t, string(body), semif.RequestID)
 
+	// The true answer goes back in, and the live quality metrics count it.
+	status, _, body = httpDo(t, "POST", p.url+"/v1/decisions/route/feedback?request_id="+semif.RequestID, `{"option":"account","source":"test"}`, jsonCT)
+	require.Equal(t, http.StatusCreated, status, string(body))
+
 	status, _, body = httpDo(t, "GET", p.url+"/metrics", "", nil)
 	require.Equal(t, http.StatusOK, status)
 	require.Contains(t, string(body), "verdict_worker_")
+	require.Contains(t, string(body), "verdict_feedback_total{")
 
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, p.wait(t), "a clean exit on SIGTERM")
