@@ -44,12 +44,26 @@
 // it applies on_error. The outcome (decision.Outcome) records the status,
 // the step that decided, every comparison made and a one-line reason.
 //
+// # Cascades
+//
+// A kind's escalate clause sends results the model is unsure of (top
+// probability or margin below its bounds) on to a bigger model on another
+// pool: After, once the thresholds are checked, gives them
+// decision.StatusEscalate with the pool in Outcome.Escalate, and the
+// caller sends the decision on to that pool's queue. The caller says where
+// it runs in Caller.Stage (the pool, and the pools the decision already
+// ran on; the zero Stage is a first stage on an unnamed pool) and passes
+// Stage.Next to the next one. The policy never escalates to the current
+// pool or a visited one: such a result gets the kind's fallback, so a
+// decision runs on each pool at most once. Rule outcomes and scoring
+// failures never escalate.
+//
 // # Failing closed
 //
-// No error path yields decision.StatusDecided: scoring errors, results that
-// do not match the plan, NaN scores, rules that fail to evaluate, a plan
-// from another policy and a nil *Policy all end in error, abstained, review
-// or a configured fallback. An option the caller may not receive is never
+// No error path yields decision.StatusDecided or decision.StatusEscalate:
+// scoring errors, results that do not match the plan, NaN scores, rules
+// that fail to evaluate, a plan from another policy and a nil *Policy all
+// end in error, abstained, review or a configured fallback. An option the caller may not receive is never
 // returned: the model only sees allowed options, and a rule or fallback
 // that names an option the decision does not carry abstains instead.
 // Result.Chosen always equals Outcome.Chosen, so it is empty when there is

@@ -56,3 +56,41 @@ func ExampleDefault() {
 	fmt.Println(r.Outcome.Status, r.Chosen, r.Outcome.Policy)
 	// Output: decided no default
 }
+
+// A cascade: the small model on the cpu pool scores first; a result it is
+// unsure of escalates to the gpu pool, where the big model settles it.
+func ExampleStage() {
+	p, err := policy.Parse([]byte(`
+kinds:
+  support-route:
+    options: [billing, technical, other]
+    escalate: {below: 0.8, margin_below: 0.2, to: gpu}
+    fallback: review
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	d := decision.Decision{ID: "ticket-3", Kind: "support-route", State: decision.TextState("Charged twice after the app crashed."), Question: "Which team?",
+		Options: []decision.Option{{ID: "billing"}, {ID: "technical"}, {ID: "other"}}}
+
+	// A worker on the cpu pool that can send decisions to both pools.
+	small := policy.Stage{Pool: decision.RouteCPU, Pools: []decision.Route{decision.RouteCPU, decision.RouteGPU}}
+	plan := p.Before(d, policy.Caller{Stage: small})
+	r := p.After(plan, decision.Result{OptionIDs: d.OptionIDs(), Probabilities: []float64{0.55, 0.4, 0.05}}, nil)
+	fmt.Println(r.Outcome.Status, r.Outcome.Escalate, "-", r.Outcome.Reason)
+
+	// The worker sends it on to the gpu pool's queue, with the next stage.
+	big := small.Next(r.Outcome.Escalate)
+	plan = p.Before(d, policy.Caller{Stage: big})
+	r = p.After(plan, decision.Result{OptionIDs: d.OptionIDs(), Probabilities: []float64{0.9, 0.08, 0.02}}, nil)
+	fmt.Println(r.Outcome.Status, r.Chosen, "-", r.Outcome.Reason)
+
+	// On the last pool an uncertain result cannot escalate: the fallback applies.
+	r = p.After(plan, decision.Result{OptionIDs: d.OptionIDs(), Probabilities: []float64{0.55, 0.4, 0.05}}, nil)
+	fmt.Println(r.Outcome.Status, r.Outcome.Step, "-", r.Outcome.Reason)
+	// Output:
+	// escalate gpu - model chose billing; p_max 0.55 below 0.8, margin 0.15 below 0.2; escalating to gpu
+	// decided billing - model chose billing with p=0.9, margin 0.82; thresholds passed
+	// review escalate - model chose billing; p_max 0.55 below 0.8, margin 0.15 below 0.2; cannot escalate to gpu, the current pool; routed to review
+}

@@ -29,6 +29,8 @@ func FuzzParse(f *testing.F) {
 		"kinds: {a: {rules: [{when: '[1,2,3].map(x, [x, x]).size() > 0', option: x}]}}\n",
 		"kinds: {a: {match: [{id: '(a+)+$'}]}}\n",
 		"authorization: {callers: [{tenant: t, options: [x]}], unlisted: {options: [x, y]}}\n",
+		"kinds: {a: {escalate: {below: 0.8, margin_below: 0.2, to: gpu}, fallback: review}}\n",
+		"kinds: {a: {escalate: {below: 2, to: tpu, x: 1}}}\n",
 		"temperature: 1e309\n",
 		"rule_cost_limit: 99999999999999999999\n",
 		"\t- broken",
@@ -56,12 +58,15 @@ func FuzzParse(f *testing.F) {
 		if len(p.Version()) != 64 {
 			t.Fatalf("version %q", p.Version())
 		}
-		for _, c := range []policy.Caller{{}, {Tenant: "t"}, {APIKey: "secret-key-1"}} {
+		for _, c := range []policy.Caller{{}, {Tenant: "t"}, {APIKey: "secret-key-1"}, {Stage: policy.Stage{Pool: decision.RouteGPU}}} {
 			plan := p.Before(d, c)
 			r := p.After(plan, decision.Result{OptionLogits: []float64{1, 2, 3, 4}[:len(plan.Decision.Options)]}, nil)
 			o := r.Outcome
 			if o == nil || o.Status == "" || o.Step == "" {
 				t.Fatalf("incomplete outcome %+v", o)
+			}
+			if (o.Status == decision.StatusEscalate) != (o.Escalate != "") || o.Escalate == c.Stage.Pool && o.Escalate != "" {
+				t.Fatalf("escalate outcome %+v at stage %+v", o, c.Stage)
 			}
 			if o.Chosen != "" && !contains(plan.Decision.OptionIDs(), o.Chosen) {
 				t.Fatalf("chosen %q not among %v", o.Chosen, plan.Decision.OptionIDs())

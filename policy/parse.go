@@ -67,6 +67,7 @@ type kind struct {
 	rules       []*rule
 	fallback    action
 	onError     action
+	escalate    *escalation // nil: never escalates
 }
 
 // Parse reads and validates a policy. Every problem is reported, each with
@@ -211,7 +212,7 @@ func (p *Policy) kindNames() []string {
 	return names
 }
 
-var kindFields = []string{"description", "match", "options", "min_probability", "min_margin", "option_min", "temperature", "debias", "rules", "fallback", "on_error"}
+var kindFields = []string{"description", "match", "options", "min_probability", "min_margin", "option_min", "temperature", "debias", "rules", "fallback", "on_error", "escalate"}
 
 func (w *walker) kind(n *yaml.Node, path, name string, p *Policy) *kind {
 	k := &kind{name: name, fallback: action{kind: actAbstain}, onError: action{kind: actError}}
@@ -271,6 +272,8 @@ func (w *walker) kind(n *yaml.Node, path, name string, p *Policy) *kind {
 			k.fallback = w.action(e.val, e.path, k, false)
 		case "on_error":
 			k.onError = w.action(e.val, e.path, k, true)
+		case "escalate":
+			k.escalate = w.escalation(e.val, e.path)
 		}
 	}
 	return k

@@ -20,6 +20,7 @@ const (
 	StepModel         = "model"         // the model's choice passed every threshold
 	StepThreshold     = "threshold"     // a threshold failed; the fallback applied
 	StepOnError       = "on_error"      // scoring failed; on_error applied
+	StepEscalate      = "escalate"      // too uncertain: escalated, or the fallback applied when it could not
 )
 
 // Policy is a validated, immutable policy: safe for concurrent use. Build
@@ -50,6 +51,11 @@ type Caller struct {
 	APIKeySHA256 string
 	// Metadata is free caller data that rules read as `caller`.
 	Metadata map[string]string
+	// Stage is where in a cascade the decisions are evaluated: the pool
+	// this runs on and the pools they already ran on. The zero Stage is
+	// the first stage on an unnamed pool. Only the escalate clause reads
+	// it; rules do not see it.
+	Stage Stage
 }
 
 // Plan is what Before decided about a decision.
@@ -74,6 +80,8 @@ type Plan struct {
 	// Debias is the kind's option-order rotations, 0 when it sets none
 	// (also in Decision.KindDebias).
 	Debias int
+	// Stage is the caller's Stage, for After's escalate step.
+	Stage Stage
 }
 
 // Default returns the permissive policy: one implicit kind "default" with no
@@ -119,7 +127,7 @@ const nilPolicyReason = "no policy is loaded (nil *policy.Policy); use policy.De
 // Outcome is non-nil the decision is settled and must not be scored;
 // otherwise score plan.Decision and pass the result to After.
 func (p *Policy) Before(d decision.Decision, c Caller) Plan {
-	plan := Plan{Decision: d}
+	plan := Plan{Decision: d, Stage: c.Stage}
 	if p == nil {
 		plan.Outcome = &decision.Outcome{Status: decision.StatusRefused, Step: StepAuthorization, Reason: nilPolicyReason, Policy: p.Version()}
 		return plan
@@ -318,8 +326,15 @@ func (p *Policy) act(a action, d *decision.Decision, step, reason string) *decis
 	}
 }
 
-// After applies the steps that follow the model: thresholds, and fallback
-// or on_error. It sets r.Outcome and returns r.
+// After applies the steps that follow the model: thresholds, the kind's
+// escalate clause, and fallback or on_error. It sets r.Outcome and returns
+// r.
+//
+// With an escalate clause, a result whose top probability or margin is
+// below its bounds gets StatusEscalate with Outcome.Escalate set to the
+// target pool, whether or not it passed the thresholds; when the target is
+// plan.Stage's pool or one it visited, the kind's fallback applies instead
+// (step escalate). Rule outcomes and scoring failures never escalate.
 //
 // The temperature is the scorer's (r.Temperature; 1 when unset): the
 // kind's temperature reached the scorer through plan.Decision and was
@@ -348,7 +363,7 @@ func (p *Policy) After(plan Plan, r decision.Result, scoreErr error) decision.Re
 		}
 		o := *plan.Outcome
 		o.Checks = append([]decision.Check(nil), o.Checks...)
-		if o.Status == decision.StatusDecided || (o.Chosen != "" && !hasOption(d, o.Chosen)) {
+		if o.Status == decision.StatusDecided || o.Status == decision.StatusEscalate || o.Escalate != "" || (o.Chosen != "" && !hasOption(d, o.Chosen)) {
 			// Before never does this; a hand-made plan must not smuggle an answer.
 			return failed(r, p.outcome(decision.StatusError, StepOnError, "plan outcome is not one Before can produce"))
 		}
@@ -429,14 +444,19 @@ func (p *Policy) After(plan Plan, r decision.Result, scoreErr error) decision.Re
 	if m, ok := k.optionMin[top]; ok {
 		check("option_min:"+top, probs[best], m)
 	}
+	// The escalate step comes after the thresholds: an uncertain result
+	// goes on to a bigger model even when it passed them here.
 	var o *decision.Outcome
-	if len(failedChecks) == 0 {
+	switch esc := p.escalate(k, plan.Stage, d, top, probs[best], r.Margin, &checks); {
+	case esc != nil:
+		o = esc
+	case len(failedChecks) == 0:
 		o = p.outcome(decision.StatusDecided, StepModel, fmt.Sprintf("model chose %s with p=%s, margin %s", top, num(probs[best]), num(r.Margin)))
 		if len(checks) > 0 {
 			o.Reason += "; thresholds passed"
 		}
 		o.Chosen = top
-	} else {
+	default:
 		o = p.act(k.fallback, d, StepThreshold, fmt.Sprintf("model chose %s with p=%s but %s", top, num(probs[best]), strings.Join(failedChecks, ", ")))
 	}
 	o.Checks = checks

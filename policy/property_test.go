@@ -56,6 +56,9 @@ func newRandomWorld(r *rand.Rand) randomWorld {
 	if r.IntN(2) == 0 {
 		fmt.Fprintf(&b, "    option_min: {%s: %.2f}\n", universe[r.IntN(len(universe))], r.Float64())
 	}
+	if r.IntN(2) == 0 {
+		fmt.Fprintf(&b, "    escalate: {below: %.2f, margin_below: %.2f, to: %s}\n", 0.01+0.98*r.Float64(), 0.01+0.49*r.Float64(), []string{"cpu", "gpu"}[r.IntN(2)])
+	}
 	fmt.Fprintf(&b, "    temperature: %.2f\n", 0.25+3*r.Float64())
 	fmt.Fprintf(&b, "    fallback: %s\n    on_error: %s\n", randomAction(r, false), randomAction(r, true))
 	b.WriteString("    rules:\n")
@@ -111,7 +114,14 @@ func (w randomWorld) mayReceive(tenant, option string) bool {
 func TestPropertyOutcomeIsSafe(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(4, 2))
-	nonDecision := []decision.Status{decision.StatusAbstained, decision.StatusReview, decision.StatusRefused, decision.StatusError}
+	nonDecision := []decision.Status{decision.StatusAbstained, decision.StatusReview, decision.StatusRefused, decision.StatusError, decision.StatusEscalate}
+	stages := []policy.Stage{
+		{},
+		{Pools: bothPools},
+		{Pool: decision.RouteCPU, Pools: bothPools},
+		{Pool: decision.RouteGPU, Visited: []decision.Route{decision.RouteCPU}, Pools: bothPools},
+		{Pool: decision.RouteCPU, Visited: []decision.Route{decision.RouteGPU}, Pools: bothPools},
+	}
 	withOption := []decision.Status{decision.StatusDecided, decision.StatusRule, decision.StatusFallback}
 	counts := map[decision.Status]int{}
 	for range 60 {
@@ -126,7 +136,7 @@ func TestPropertyOutcomeIsSafe(t *testing.T) {
 				id = "k-1"
 			}
 			d := newDecision(id, fmt.Sprintf("text tok%d tok%d", r.IntN(6), r.IntN(6)), opts...)
-			caller := policy.Caller{Tenant: []string{"t0", "t1", "t2", "stranger", ""}[r.IntN(5)]}
+			caller := policy.Caller{Tenant: []string{"t0", "t1", "t2", "stranger", ""}[r.IntN(5)], Stage: stages[r.IntN(len(stages))]}
 
 			plan := p.Before(d, caller)
 			res := decision.Result{OptionIDs: plan.Decision.OptionIDs()}
@@ -161,6 +171,17 @@ func TestPropertyOutcomeIsSafe(t *testing.T) {
 			msg := fmt.Sprintf("policy:\n%s\ndecision %v caller %q outcome %+v", w.yaml, opts, caller.Tenant, o)
 			require.Equal(t, o.Chosen, out.Chosen, msg)
 			require.Equal(t, p.Version(), o.Policy, msg)
+			if o.Status == decision.StatusEscalate {
+				// Only a scored result escalates, never to a pool the decision was on.
+				require.NoError(t, scoreErr, msg)
+				require.Nil(t, out.Error, msg)
+				require.Equal(t, policy.StepEscalate, o.Step, msg)
+				require.NotEqual(t, caller.Stage.Pool, o.Escalate, msg)
+				require.NotContains(t, caller.Stage.Visited, o.Escalate, msg)
+				require.Contains(t, []decision.Route{decision.RouteCPU, decision.RouteGPU}, o.Escalate, msg)
+			} else {
+				require.Empty(t, o.Escalate, msg)
+			}
 			if o.Chosen == "" {
 				require.Contains(t, nonDecision, o.Status, msg)
 				continue
