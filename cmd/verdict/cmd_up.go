@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/verdict-dev/verdict/decision"
@@ -47,6 +48,7 @@ type upFlags struct {
 	maxReceives int
 	shutdown    time.Duration
 	synthShape  string
+	gpuModel    string
 	pools       string
 	gpuTokens   int
 	engine      engineFlags
@@ -67,6 +69,7 @@ func (f *upFlags) register() *flag.FlagSet {
 	fs.IntVar(&f.maxReceives, "max-receives", 5, "receives before a message goes to the dead-letter table")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", worker.DefaultShutdownTimeout, "on SIGTERM/SIGINT, time to finish in-flight work and release the rest to the queue; 0: release at once")
 	fs.StringVar(&f.synthShape, "synth-shape", "tiny", "without --model: shape of the synthetic model written to DATA/models (seed 1)")
+	fs.StringVar(&f.gpuModel, "gpu-model", "", "with the gpu pool: its own GGUF model, a bigger one for a cascade (default: the cpu pool's model)")
 	fs.StringVar(&f.pools, "pools", "cpu", "worker pools, each with its own local queue, engine and worker: cpu, gpu, or cpu,gpu (the router sends decisions by its rules: route, priority interactive, prompt length; the cpu pool then runs with --gpu-layers 0)")
 	fs.IntVar(&f.gpuTokens, "gpu-token-threshold", router.DefaultGPUTokenThreshold, "with both pools: decisions with a longer estimated prompt go to the gpu pool (-1 = never by length)")
 	f.engine.register(fs)
@@ -97,6 +100,14 @@ func (f *upFlags) check() error {
 	}
 	if _, err := parsePools(f.pools); err != nil {
 		return err
+	}
+	if pools, _ := parsePools(f.pools); f.gpuModel != "" && !slices.Contains(pools, decision.RouteGPU) {
+		return fmt.Errorf("flag --gpu-model: needs the gpu pool (--pools cpu,gpu or gpu)")
+	}
+	if f.gpuModel != "" {
+		if _, err := os.Stat(f.gpuModel); err != nil {
+			return fmt.Errorf("flag --gpu-model: %w", err)
+		}
 	}
 	if _, ok := gguf.Shapes[f.synthShape]; !ok && f.engine.model == "" {
 		return fmt.Errorf("flag --synth-shape: unknown shape %q (known: %v)", f.synthShape, gguf.ShapeNames())

@@ -27,6 +27,8 @@ func TestUpFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"--data", data, "--policy", filepath.Join(data, "missing.yaml")}, "flag --policy"},
 		{[]string{"--data", data, "--api-keys", "a key with spaces"}, "flag --api-keys"},
 		{[]string{"--data", data, "extra"}, `unexpected argument "extra"`},
+		{[]string{"--data", data, "--gpu-model", filepath.Join(data, "big.gguf")}, "flag --gpu-model: needs the gpu pool"},
+		{[]string{"--data", data, "--pools", "cpu,gpu", "--gpu-model", filepath.Join(data, "missing.gguf")}, "flag --gpu-model"},
 	}
 	for _, tc := range cases {
 		err := runUp(context.Background(), tc.args)

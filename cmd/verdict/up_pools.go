@@ -50,7 +50,7 @@ func parsePools(s string) ([]decision.Route, error) {
 // openPool opens route's queue (in DATA/queue.db), loads its engine and
 // builds its worker. With both pools the cpu one runs on the CPU whatever
 // --gpu-layers says; the gpu one offloads as --gpu-layers says (all
-// layers by default).
+// layers by default) and loads --gpu-model when it is given.
 func (f *upFlags) openPool(route decision.Route, both bool, store *results.File, holder *policy.Holder, res *resources) (*upPool, error) {
 	q, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(f.data, "queue.db"), Name: string(route),
 		Visibility: f.visibility, MaxReceives: f.maxReceives})
@@ -61,6 +61,9 @@ func (f *upFlags) openPool(route decision.Route, both bool, store *results.File,
 	ef := f.engine
 	if both && route == decision.RouteCPU {
 		ef.gpuLayers = 0
+	}
+	if route == decision.RouteGPU && f.gpuModel != "" {
+		ef.model = f.gpuModel
 	}
 	start := time.Now()
 	eng, err := ef.open("")

@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"syscall"
@@ -12,6 +13,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/verdict-dev/verdict/internal/gguf"
+	"github.com/verdict-dev/verdict/internal/results"
+	"github.com/verdict-dev/verdict/internal/sink"
 )
 
 // TestUpRoutesToCPUAndGPUPools runs `verdict up --pools cpu,gpu` and checks
@@ -67,6 +72,44 @@ func TestUpRoutesToCPUAndGPUPools(t *testing.T) {
 	}
 	require.Contains(t, p.Logs(), "the gpu pool runs on the CPU")
 
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.wait(t))
+}
+
+// TestUpPoolsWithTheirOwnModels: with --gpu-model the gpu pool loads
+// its own model (a bigger one, for a cascade) and the cpu pool keeps
+// --model: each decision's record names the model of the pool that
+// scored it.
+func TestUpPoolsWithTheirOwnModels(t *testing.T) {
+	t.Parallel()
+	bin := buildVerdict(t)
+	dir := t.TempDir()
+	small, big := filepath.Join(dir, "small.gguf"), filepath.Join(dir, "big.gguf")
+	require.NoError(t, gguf.Synth(small, gguf.SynthOptions{Shape: "tiny", Seed: 1}))
+	require.NoError(t, gguf.Synth(big, gguf.SynthOptions{Shape: "tiny", Seed: 2}))
+	p := startUp(t, bin, "--data", filepath.Join(dir, "data"), "--pools", "cpu,gpu", "--model", small, "--gpu-model", big)
+
+	status, _, out := httpDo(t, "POST", p.url+"/v1/decisions", `{"decisions": [
+		{"id": "on-cpu", "state": "Toner is out.", "question": "Which team?", "options": [{"id": "it", "description": "IT."}, {"id": "facilities", "description": "Facilities."}]},
+		{"id": "on-gpu", "state": "The VPN drops.", "question": "Which team?", "route": "gpu", "options": [{"id": "it", "description": "IT."}, {"id": "facilities", "description": "Facilities."}]}]}`, jsonCT)
+	require.Equal(t, http.StatusAccepted, status, string(out))
+	var acc struct {
+		RequestID string `json:"request_id"`
+	}
+	require.NoError(t, json.Unmarshal(out, &acc))
+	var st results.Request
+	require.Eventually(t, func() bool {
+		_, _, body := httpDo(t, "GET", p.url+"/v1/requests/"+acc.RequestID, "", nil)
+		return json.Unmarshal(body, &st) == nil && st.Status == results.StatusDone
+	}, 60*time.Second, 100*time.Millisecond)
+	files := map[string]string{}
+	for _, d := range st.Decisions {
+		var rec sink.Record
+		require.NoError(t, json.Unmarshal(d.Record, &rec))
+		require.NotNil(t, rec.Result.Model, d.ID)
+		files[d.ID] = rec.Result.Model.File
+	}
+	require.Equal(t, map[string]string{"on-cpu": "small.gguf", "on-gpu": "big.gguf"}, files)
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, p.wait(t))
 }
