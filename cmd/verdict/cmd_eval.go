@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -144,9 +147,11 @@ func runEval(ctx context.Context, args []string) error {
 	l.register(fs)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	svg := fs.String("svg", "", "write the reliability diagram (SVG) here")
-	title := fs.String("title", "", "title of the reliability diagram (default: the cases file and model)")
+	title := fs.String("title", "", "title of the reliability diagram or the cascade's curve (default: the cases file and model)")
 	bins := fs.Int("bins", 10, "equal-width ECE bins")
 	out := fs.String("o", "", "with --model: keep the scored records here (a `verdict batch` file)")
+	var cf cascadeFlags
+	cf.register(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -159,6 +164,14 @@ func runEval(ctx context.Context, args []string) error {
 	}
 	if *bins < 1 || *bins > 100 {
 		return fmt.Errorf("flag --bins: must be 1..100, got %d", *bins)
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if err := cf.check(given, &l, &ef, *out, *svg); err != nil {
+		return err
+	}
+	if cf.small != "" {
+		return runCascade(ctx, &cf, &l, &ef, &bf, *bins, *title, *asJSON)
 	}
 	m, err := labeled(ctx, &l, &ef, &bf, *out)
 	if err != nil {
@@ -188,6 +201,108 @@ func runEval(ctx context.Context, args []string) error {
 		}
 	}
 	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	rep.WriteText(os.Stdout)
+	return nil
+}
+
+// cascadeFlags choose a cascade's threshold: both models score the
+// labeled cases, then eval.Cascade replays the cascade at each threshold.
+type cascadeFlags struct {
+	spec, svg  string
+	tolerance  float64
+	small, big string
+}
+
+func (c *cascadeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.spec, "cascade", "", "SMALL.gguf,BIG.gguf: score the cases with both models and report, per threshold, a cascade that sends the small model's unsure decisions to the big one (accuracy, ECE, Brier, cost, a recommended threshold)")
+	fs.Float64Var(&c.tolerance, "tolerance", 0.01, "with --cascade: the recommended threshold is the cheapest whose accuracy is at least the big model's alone minus this")
+	fs.StringVar(&c.svg, "svg-cascade", "", "with --cascade: write the accuracy–cost curve (SVG) here")
+}
+
+// check parses --cascade and refuses flags that do not apply to it (given
+// holds the flags set on the command line).
+func (c *cascadeFlags) check(given map[string]bool, l *labeledFlags, ef *engineFlags, out, svg string) error {
+	if c.spec == "" {
+		for _, name := range []string{"tolerance", "svg-cascade"} {
+			if given[name] {
+				return fmt.Errorf("flag --%s: needs --cascade SMALL.gguf,BIG.gguf", name)
+			}
+		}
+		return nil
+	}
+	parts := strings.Split(c.spec, ",")
+	if len(parts) != 2 || strings.TrimSpace(parts[0]) == "" || strings.TrimSpace(parts[1]) == "" {
+		return fmt.Errorf("flag --cascade: want SMALL.gguf,BIG.gguf, got %q", c.spec)
+	}
+	small, big := strings.TrimSpace(parts[0]), strings.TrimSpace(parts[1])
+	for _, p := range []string{small, big} {
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("flag --cascade: %v", err)
+		}
+	}
+	if c.tolerance < 0 || c.tolerance > 1 || math.IsNaN(c.tolerance) {
+		return fmt.Errorf("flag --tolerance: must be in [0, 1], got %v", c.tolerance)
+	}
+	switch {
+	case given["m"] || given["model"]:
+		return fmt.Errorf("flag --model: not with --cascade, which names both models")
+	case l.predictions != "":
+		return fmt.Errorf("flag --predictions: not with --cascade, which scores the cases with both models")
+	case out != "":
+		return fmt.Errorf("flag -o: not with --cascade")
+	case svg != "":
+		return fmt.Errorf("flag --svg: not with --cascade (its curve is --svg-cascade)")
+	case ef.calibration != "":
+		return fmt.Errorf("flag --calibration: not with --cascade (a calibration file is pinned to one model)")
+	case ef.sha256 != "":
+		return fmt.Errorf("flag --model-sha256: not with --cascade (each model's <model>.sha256 manifest is still checked)")
+	}
+	c.small, c.big = small, big
+	return nil
+}
+
+// runCascade scores the labeled cases with the small model, then the big
+// one (one loaded at a time, as `eval -m` loads it), pairs their answers
+// and prints the cascade's table, writing its curve when asked.
+func runCascade(ctx context.Context, c *cascadeFlags, l *labeledFlags, ef *engineFlags, bf *batchFlags, bins int, title string, asJSON bool) error {
+	var m [2]eval.Matched
+	for i, path := range []string{c.small, c.big} {
+		slog.Info("cascade: scoring the labeled cases", "model", path, "role", [2]string{"small", "big"}[i])
+		e, lf := *ef, *l
+		e.model = path
+		var err error
+		if m[i], err = labeled(ctx, &lf, &e, bf, ""); err != nil {
+			return fmt.Errorf("cascade: %s: %w", path, err)
+		}
+	}
+	pairs, err := eval.PairUp(m[0], m[1])
+	if err != nil {
+		return err
+	}
+	rep := eval.Cascade(pairs, eval.CascadeOptions{Tolerance: c.tolerance, Bins: bins})
+	rep.Skipped, rep.Unmatched = m[1].Skipped, m[1].Unmatched
+	rep.SmallModel, rep.BigModel = filepath.Base(c.small), filepath.Base(c.big)
+	if c.svg != "" {
+		if title == "" {
+			title = "Cascade: " + rep.SmallModel + " → " + rep.BigModel + " on " + filepath.Base(filepath.Dir(absOr(l.gold)))
+		}
+		f, err := os.Create(c.svg)
+		if err != nil {
+			return fmt.Errorf("flag --svg-cascade: %w", err)
+		}
+		if err := rep.SVG(f, title); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("flag --svg-cascade: %w", err)
+		}
+	}
+	if asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)

@@ -6,5 +6,7 @@
 //
 // ReadGold and ReadFamilies read the JevBench-240 layout (gold.jsonl and
 // the domains of cases.jsonl); Join matches `verdict batch` records with
-// the gold labels; Evaluate computes the Report.
+// the gold labels; Evaluate computes the Report. PairUp and Cascade replay
+// a small model and a big one over the same labeled decisions to choose a
+// cascade's escalation threshold (CascadeReport).
 package eval
