@@ -44,17 +44,9 @@ func isFeedbackPath(path string) bool {
 // and tells the observer: 201 for a new answer, 200 for a replay of the
 // current one.
 func (h *Handler) feedback(ctx context.Context, req *Request) *Response {
-	if req.Method != http.MethodPost {
-		r := errorResponse(ErrorBody{Code: decision.CodeMethodNotAllowed, Message: "use POST"})
-		r.Header.Set("Allow", http.MethodPost)
-		return r
-	}
-	caller, r := h.Authenticate(req)
+	caller, r := h.resultsCaller(req, http.MethodPost)
 	if r != nil {
 		return r
-	}
-	if h.cfg.Results == nil {
-		return noResultsHere()
 	}
 	if r := checkContentType(req.Header.Get("Content-Type")); r != nil {
 		return r
@@ -141,17 +133,9 @@ func (h *Handler) publishFeedback(ctx context.Context, fb results.Feedback, n in
 // reviews answers GET /v1/reviews: one page of the caller's tenant's open
 // reviews, oldest first, for keys granted review only (they show states).
 func (h *Handler) reviews(ctx context.Context, req *Request) *Response {
-	if req.Method != http.MethodGet && req.Method != http.MethodHead {
-		r := errorResponse(ErrorBody{Code: decision.CodeMethodNotAllowed, Message: "use GET"})
-		r.Header.Set("Allow", http.MethodGet)
-		return r
-	}
-	caller, r := h.Authenticate(req)
+	caller, r := h.resultsCaller(req, http.MethodGet)
 	if r != nil {
 		return r
-	}
-	if h.cfg.Results == nil {
-		return noResultsHere()
 	}
 	if !caller.Review && h.auth.Enabled() {
 		return errorResponse(ErrorBody{Code: decision.CodeForbidden,

@@ -29,17 +29,9 @@ const maxLookupID = 512
 // and for another tenant's, 400 for an id no request could have, 503
 // with Retry-After when the store fails.
 func (h *Handler) lookup(ctx context.Context, req *Request) *Response {
-	if req.Method != http.MethodGet && req.Method != http.MethodHead {
-		r := errorResponse(ErrorBody{Code: decision.CodeMethodNotAllowed, Message: "use GET"})
-		r.Header.Set("Allow", http.MethodGet)
-		return r
-	}
-	caller, r := h.Authenticate(req)
+	caller, r := h.resultsCaller(req, http.MethodGet)
 	if r != nil {
 		return r
-	}
-	if h.cfg.Results == nil {
-		return noResultsHere()
 	}
 	byRequest := strings.HasPrefix(req.Path, PathRequests)
 	raw := strings.TrimPrefix(strings.TrimPrefix(req.Path, PathRequests), PathDecisions+"/")
@@ -133,4 +125,23 @@ func withRequestID(r *Response, platformID string) {
 		r.Body = b
 		r.Header.Set("X-Request-Id", id)
 	}
+}
+
+// resultsCaller is the start every results route shares: the method it
+// takes (GET also takes HEAD), the caller by the auth rules, and a
+// results store to answer from. A refusal is the answer to return.
+func (h *Handler) resultsCaller(req *Request, method string) (Caller, *Response) {
+	if req.Method != method && !(method == http.MethodGet && req.Method == http.MethodHead) {
+		r := errorResponse(ErrorBody{Code: decision.CodeMethodNotAllowed, Message: "use " + method})
+		r.Header.Set("Allow", method)
+		return Caller{}, r
+	}
+	caller, r := h.Authenticate(req)
+	if r != nil {
+		return caller, r
+	}
+	if h.cfg.Results == nil {
+		return caller, noResultsHere()
+	}
+	return caller, nil
 }
