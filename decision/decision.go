@@ -1,6 +1,7 @@
 package decision
 
 import (
+	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -222,19 +223,29 @@ func (d *Decision) validate(l Limits, path string, errs *fieldErrs) {
 // checkID validates an identifier: non-empty, not padded with spaces, no
 // control characters, valid UTF-8, at most max bytes.
 func checkID(id, path string, max int, errs *fieldErrs) bool {
+	if p := IDProblem(id, max); p != "" {
+		errs.add(path, "%s", p)
+		return false
+	}
+	return true
+}
+
+// IDProblem is what is wrong with an id under the rule every id follows
+// (a decision's, an option's, a System One key, and the ids a lookup
+// names): not empty or whitespace, at most max bytes, valid UTF-8, no
+// surrounding whitespace, no control characters. It is "" for a good id.
+func IDProblem(id string, max int) string {
 	switch {
 	case strings.TrimSpace(id) == "":
-		errs.add(path, "must not be empty or whitespace")
+		return "must not be empty or whitespace"
 	case len(id) > max:
-		errs.add(path, "is %d bytes, limit is %d", len(id), max)
+		return fmt.Sprintf("is %d bytes, limit is %d", len(id), max)
 	case !utf8.ValidString(id):
-		errs.add(path, "is not valid UTF-8")
+		return "is not valid UTF-8"
 	case strings.TrimSpace(id) != id:
-		errs.add(path, "must not start or end with whitespace")
+		return "must not start or end with whitespace"
 	case strings.IndexFunc(id, unicode.IsControl) >= 0:
-		errs.add(path, "must not contain control characters")
-	default:
-		return true
+		return "must not contain control characters"
 	}
-	return false
+	return ""
 }

@@ -86,7 +86,7 @@ func (h *Handler) feedback(ctx context.Context, req *Request) *Response {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	a, err := results.GiveFeedback(ctx, h.cfg.Results, fb)
-	var fe *results.FeedbackError
+	var fe *results.InputError
 	switch {
 	case errors.As(err, &fe):
 		return errorResponse(ErrorBody{Code: decision.CodeInvalid, Message: "the feedback breaks a field rule", Fields: fe.Fields})
@@ -153,7 +153,7 @@ func (h *Handler) reviews(ctx context.Context, req *Request) *Response {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	page, next, err := h.cfg.Results.Reviews(ctx, caller.Tenant, req.Query.Get("cursor"), limit)
-	var fe *results.FeedbackError
+	var fe *results.InputError
 	switch {
 	case errors.As(err, &fe):
 		return errorResponse(ErrorBody{Code: decision.CodeInvalid, Message: "bad cursor", Fields: fe.Fields})

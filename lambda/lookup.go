@@ -9,8 +9,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/internal/results"
@@ -70,17 +68,11 @@ func (h *Handler) lookup(ctx context.Context, req *Request) *Response {
 	return jsonResponse(http.StatusOK, body)
 }
 
-// checkLookupID refuses an id no request or decision could have.
+// checkLookupID refuses an id no request or decision could have, by the
+// rule every id follows (decision.IDProblem).
 func checkLookupID(id string) error {
-	switch {
-	case strings.TrimSpace(id) == "":
-		return errors.New("the id is empty")
-	case len(id) > maxLookupID:
-		return fmt.Errorf("the id is %d bytes, limit is %d", len(id), maxLookupID)
-	case !utf8.ValidString(id):
-		return errors.New("the id is not valid UTF-8")
-	case strings.IndexFunc(id, unicode.IsControl) >= 0:
-		return errors.New("the id holds control characters")
+	if p := decision.IDProblem(id, maxLookupID); p != "" {
+		return errors.New("the id " + p)
 	}
 	return nil
 }
@@ -97,26 +89,24 @@ func accepted(c Caller, a *Accepted, at time.Time) results.Accepted {
 // withRequestID gives an error answer that carries no request id one:
 // platformID (the transport's) when there is one, else a fresh id, in
 // the body and in X-Request-Id, so every error a caller reports can be
-// found in the logs.
+// found in the logs. An error answer gets X-Request-Id only here, so an
+// answer that has it is done: Handle and then Write call this on the same
+// answer, and the second call reads nothing.
 func withRequestID(r *Response, platformID string) {
-	if r == nil || r.Status < 400 {
+	if r == nil || r.Status < 400 || r.Header.Get("X-Request-Id") != "" {
 		return
 	}
 	var body map[string]json.RawMessage
 	if json.Unmarshal(r.Body, &body) != nil {
 		return
 	}
-	id := r.Header.Get("X-Request-Id")
 	if raw, ok := body["request_id"]; ok {
-		if id == "" {
-			_ = json.Unmarshal(raw, &id)
-			r.Header.Set("X-Request-Id", id)
-		}
+		var id string
+		_ = json.Unmarshal(raw, &id)
+		r.Header.Set("X-Request-Id", id)
 		return
 	}
-	if id == "" {
-		id = platformID
-	}
+	id := platformID
 	if id == "" {
 		id = requestID("", false)
 	}

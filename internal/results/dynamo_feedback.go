@@ -69,7 +69,7 @@ func (d *Dynamo) Label(ctx context.Context, fb Feedback) ([]Feedback, bool, erro
 	if err != nil {
 		return nil, false, err
 	}
-	if n := len(history); n > 0 && history[n-1].same(fb) {
+	if replays(history, fb) {
 		return history, true, nil
 	}
 	body, err := json.Marshal(fb)
@@ -269,7 +269,7 @@ func encodeStartKey(k map[string]types.AttributeValue) string {
 }
 
 func decodeStartKey(s string) (map[string]types.AttributeValue, error) {
-	bad := &FeedbackError{Fields: []decision.FieldError{{Path: "cursor", Message: "is not a cursor this inbox gave"}}}
+	bad := &InputError{Fields: []decision.FieldError{{Path: "cursor", Message: "is not a cursor this inbox gave"}}}
 	b, err := decodeCursor(s)
 	if err != nil {
 		return nil, bad

@@ -34,9 +34,14 @@ type Feedback struct {
 	At time.Time `json:"at"`
 }
 
-// same says whether f repeats g's answer (a replay, not a new label).
-func (f Feedback) same(g Feedback) bool {
-	return f.Option == g.Option && f.Source == g.Source && f.Note == g.Note && f.By == g.By
+// replays says whether fb repeats the decision's current label (the last
+// of history): a replay, which records nothing new.
+func replays(history []Feedback, fb Feedback) bool {
+	if len(history) == 0 {
+		return false
+	}
+	g := history[len(history)-1]
+	return fb.Option == g.Option && fb.Source == g.Source && fb.Note == g.Note && fb.By == g.By
 }
 
 // Review is an open decision whose outcome was review: what a reviewer
@@ -80,18 +85,18 @@ var (
 	ErrNotPublished = errors.New("results: the decision has no result yet")
 )
 
-// FeedbackError is a feedback body that breaks a field rule: Fields name
-// each problem by its JSON path.
-type FeedbackError struct {
+// InputError is input that breaks a field rule (a feedback body, an
+// inbox cursor): Fields name each problem by its path.
+type InputError struct {
 	Fields []decision.FieldError
 }
 
-func (e *FeedbackError) Error() string {
+func (e *InputError) Error() string {
 	parts := make([]string, len(e.Fields))
 	for i, f := range e.Fields {
 		parts[i] = f.Path + ": " + f.Message
 	}
-	return "results: invalid feedback: " + strings.Join(parts, "; ")
+	return "results: invalid input: " + strings.Join(parts, "; ")
 }
 
 // Answer is what the feedback call answers: the decision's label and the
@@ -112,7 +117,7 @@ type Answer struct {
 // GiveFeedback checks fb against the decision it names, as tenant's
 // caller sees it, and records it: ErrNotFound for an unknown decision or
 // another tenant's, ErrNotPublished while it has no result, a
-// *FeedbackError for an option the decision did not offer or a bad
+// *InputError for an option the decision did not offer or a bad
 // field. Sending the current label again is a replay: nothing new is
 // recorded.
 func GiveFeedback(ctx context.Context, s Store, fb Feedback) (Answer, error) {
@@ -140,7 +145,7 @@ func GiveFeedback(ctx context.Context, s Store, fb Feedback) (Answer, error) {
 		return Answer{}, fmt.Errorf("%w: %q in request %q", ErrNotPublished, fb.DecisionID, fb.RequestID)
 	}
 	if offered := rec.Record.Result.OptionIDs; !slices.Contains(offered, fb.Option) {
-		return Answer{}, &FeedbackError{Fields: []decision.FieldError{{Path: "option",
+		return Answer{}, &InputError{Fields: []decision.FieldError{{Path: "option",
 			Message: fmt.Sprintf("%q is not an option of this decision (offered: %s)", fb.Option, strings.Join(quoteAll(offered), ", "))}}}
 	}
 	history, replay, err := s.Label(ctx, fb)
@@ -168,11 +173,10 @@ func checkFeedback(fb Feedback) error {
 	add := func(path, format string, args ...any) {
 		fields = append(fields, decision.FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
 	}
-	switch {
-	case strings.TrimSpace(fb.Option) == "":
+	if strings.TrimSpace(fb.Option) == "" {
 		add("option", "is required: the id of the option that was right")
-	case !utf8.ValidString(fb.Option) || len(fb.Option) > decision.DefaultLimits().MaxOptionIDBytes:
-		add("option", "must be valid UTF-8 of at most %d bytes", decision.DefaultLimits().MaxOptionIDBytes)
+	} else if p := decision.IDProblem(fb.Option, decision.DefaultLimits().MaxOptionIDBytes); p != "" {
+		add("option", "%s", p)
 	}
 	if !utf8.ValidString(fb.Source) || len(fb.Source) > maxSourceBytes {
 		add("source", "must be valid UTF-8 of at most %d bytes", maxSourceBytes)
@@ -181,7 +185,7 @@ func checkFeedback(fb Feedback) error {
 		add("note", "must be valid UTF-8 of at most %d bytes", maxNoteBytes)
 	}
 	if len(fields) > 0 {
-		return &FeedbackError{Fields: fields}
+		return &InputError{Fields: fields}
 	}
 	return nil
 }

@@ -53,7 +53,7 @@ func TestFeedbackAndReviews(t *testing.T) {
 			require.Empty(t, next)
 		}
 		_, _, err = s.Reviews(ctx, "acme", "not-a-cursor", 1)
-		var fe *results.FeedbackError
+		var fe *results.InputError
 		require.ErrorAs(t, err, &fe)
 		require.Equal(t, "cursor", fe.Fields[0].Path)
 

@@ -224,7 +224,7 @@ func (f *File) Label(ctx context.Context, fb Feedback) ([]Feedback, bool, error)
 	if err != nil {
 		return nil, false, err
 	}
-	if n := len(history); n > 0 && history[n-1].same(fb) {
+	if replays(history, fb) {
 		return history, true, nil
 	}
 	body, err := json.Marshal(fb)
@@ -413,11 +413,11 @@ func parseCursor(s string) (reviewCursor, error) {
 		err = json.Unmarshal(b, &parts)
 	}
 	if err != nil || len(parts) != 3 {
-		return reviewCursor{}, &FeedbackError{Fields: []decision.FieldError{{Path: "cursor", Message: "is not a cursor this inbox gave"}}}
+		return reviewCursor{}, &InputError{Fields: []decision.FieldError{{Path: "cursor", Message: "is not a cursor this inbox gave"}}}
 	}
 	at, err := strconv.ParseInt(parts[0], 10, 64)
 	if err != nil {
-		return reviewCursor{}, &FeedbackError{Fields: []decision.FieldError{{Path: "cursor", Message: "is not a cursor this inbox gave"}}}
+		return reviewCursor{}, &InputError{Fields: []decision.FieldError{{Path: "cursor", Message: "is not a cursor this inbox gave"}}}
 	}
 	return reviewCursor{at: at, requestID: parts[1], decisionID: parts[2]}, nil
 }
