@@ -90,9 +90,21 @@ func initBackend() {
 
 // SystemInfo is llama.cpp's system info line: the SIMD features the CPU
 // backend was compiled with (AVX2 = 1 | …). It initialises the backends.
+// llama_print_system_info builds the line in a static std::string, so two
+// calls at once corrupt it (a "free(): invalid pointer" abort when
+// engines were opened in parallel): it is read once, and the line never
+// changes after the backends are loaded.
 func SystemInfo() string {
-	initBackend()
-	return strings.TrimSpace(C.GoString(C.llama_print_system_info()))
+	systemInfo.once.Do(func() {
+		initBackend()
+		systemInfo.line = strings.TrimSpace(C.GoString(C.llama_print_system_info()))
+	})
+	return systemInfo.line
+}
+
+var systemInfo struct {
+	once sync.Once
+	line string
 }
 
 // GlibcAtLeast reports whether the C library is glibc major.minor or later.

@@ -139,3 +139,22 @@ func TestConcurrentLoads(t *testing.T) {
 		}
 	}
 }
+
+// SystemInfo may be called from many goroutines at once (engines opened
+// in parallel): llama.cpp builds the line in a static buffer, which two
+// calls at once corrupted (an abort in free()).
+func TestSystemInfoConcurrent(t *testing.T) {
+	want := SystemInfo()
+	require.NotEmpty(t, want)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for range 50 {
+				if got := SystemInfo(); got != want {
+					t.Errorf("SystemInfo() = %q, want %q", got, want)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
