@@ -54,6 +54,10 @@ type Result struct {
 	Outcome *Outcome `json:"outcome,omitempty"`
 	// Error is set when the decision could not be scored.
 	Error *Error `json:"error,omitempty"`
+	// Cascade lists the stages of a decision scored on more than one pool
+	// (a policy's escalate clause), oldest first; the last decided, and
+	// the fields above are its answer. Empty for a one-stage decision.
+	Cascade []CascadeStage `json:"cascade,omitempty"`
 	// Line is the input line number, for results of JSONL files.
 	Line int `json:"line,omitempty"`
 }

@@ -71,6 +71,7 @@ type escalation struct {
 	marginBelow    float64
 	hasMarginBelow bool
 	to             decision.Route
+	line           int // of the "to" field
 }
 
 var escalateFields = []string{"below", "margin_below", "to"}
@@ -104,7 +105,7 @@ func (w *walker) escalation(n *yaml.Node, path string) *escalation {
 			}
 			switch r := decision.Route(s); r {
 			case decision.RouteCPU, decision.RouteGPU:
-				e.to = r
+				e.to, e.line = r, f.val.Line
 			default:
 				w.add(f.val, f.path, "unknown pool %q (want %s or %s)", s, decision.RouteCPU, decision.RouteGPU)
 				good = false
@@ -184,4 +185,44 @@ func (p *Policy) EscalationPools() []decision.Route {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// CheckPools checks the policy against the pools a deployment runs: every
+// kind's escalate clause must name one of them, and a deployment of one
+// pool cannot escalate at all (its only pool would escalate to itself).
+// The error is a *LoadError (it matches ErrInvalid) naming each clause's
+// path.
+func (p *Policy) CheckPools(pools []decision.Route) error {
+	if p == nil {
+		return nil
+	}
+	have := map[decision.Route]bool{}
+	names := make([]string, len(pools))
+	for i, r := range pools {
+		have[r] = true
+		names[i] = string(r)
+	}
+	var errs []FieldError
+	kinds := p.order
+	if p.def != nil && p.kinds[p.def.name] != p.def {
+		kinds = append([]*kind{p.def}, kinds...)
+	}
+	for _, k := range kinds {
+		if k.escalate == nil {
+			continue
+		}
+		path := "kinds." + k.name + ".escalate.to"
+		switch to := k.escalate.to; {
+		case !have[to]:
+			errs = append(errs, FieldError{Path: path, Line: k.escalate.line,
+				Message: fmt.Sprintf("pool %s is not run here (pools: %s)", to, strings.Join(names, ","))})
+		case len(pools) == 1:
+			errs = append(errs, FieldError{Path: path, Line: k.escalate.line,
+				Message: fmt.Sprintf("%s is the only pool: a pool cannot escalate to itself", to)})
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return &LoadError{Errors: errs}
 }

@@ -3,6 +3,8 @@ package policy_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -264,4 +266,62 @@ func TestNoEscalationWithoutAPoolToSendTo(t *testing.T) {
 		require.Contains(t, r.Outcome.Reason, "cannot escalate to gpu")
 		require.Empty(t, r.Outcome.Escalate)
 	}
+}
+
+// TestCheckPools: a deployment refuses, at load and on reload, a policy
+// that escalates to a pool it does not run or that has one pool only (it
+// would escalate to itself), naming each clause's path and line.
+func TestCheckPools(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, cascadePolicy)
+	both := []decision.Route{decision.RouteCPU, decision.RouteGPU}
+	require.NoError(t, p.CheckPools(both))
+	require.NoError(t, policy.Default().CheckPools([]decision.Route{decision.RouteCPU}), "a policy without escalate clauses fits any deployment")
+
+	err := p.CheckPools([]decision.Route{decision.RouteCPU})
+	require.ErrorIs(t, err, policy.ErrInvalid)
+	var le *policy.LoadError
+	require.ErrorAs(t, err, &le)
+	require.Equal(t, []policy.FieldError{
+		{Path: "kinds.support.escalate.to", Line: 9, Message: "pool gpu is not run here (pools: cpu)"},
+		{Path: "kinds.margin-only.escalate.to", Line: 14, Message: "cpu is the only pool: a pool cannot escalate to itself"},
+	}, le.Errors)
+
+	// The default kind is checked once, declared or not.
+	d := mustParse(t, "kinds: {default: {escalate: {below: 0.9, to: gpu}}}\n")
+	require.ErrorContains(t, d.CheckPools([]decision.Route{decision.RouteGPU}), "kinds.default.escalate.to: gpu is the only pool")
+	require.Len(t, func() []policy.FieldError {
+		var le *policy.LoadError
+		require.ErrorAs(t, d.CheckPools([]decision.Route{decision.RouteCPU}), &le)
+		return le.Errors
+	}(), 1)
+}
+
+func TestHolderRequirePools(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(cascadePolicy), 0o644))
+	h, err := policy.NewHolder(path)
+	require.NoError(t, err)
+	err = h.RequirePools([]decision.Route{decision.RouteGPU})
+	require.ErrorIs(t, err, policy.ErrInvalid)
+	require.ErrorContains(t, err, path+": kinds.support.escalate.to: gpu is the only pool")
+
+	require.NoError(t, h.RequirePools([]decision.Route{decision.RouteCPU, decision.RouteGPU}))
+	v := h.Current().Version()
+	require.NoError(t, os.WriteFile(path, []byte("kinds: {x: {escalate: {below: 0.5, to: gpu}}}\n"), 0o644))
+	require.NoError(t, h.Reload(), "gpu is run here")
+	require.NotEqual(t, v, h.Current().Version())
+
+	h2, err := policy.NewHolder(path)
+	require.NoError(t, err)
+	require.NoError(t, h2.RequirePools([]decision.Route{decision.RouteGPU, decision.RouteCPU}))
+	h3, err := policy.NewHolder(path)
+	require.NoError(t, err)
+	require.Error(t, h3.RequirePools([]decision.Route{decision.RouteCPU}))
+	require.NoError(t, h2.RequirePools([]decision.Route{decision.RouteCPU, decision.RouteGPU}))
+	held := h2.Current().Version()
+	require.NoError(t, os.WriteFile(path, []byte("kinds: {x: {escalate: {below: 0.5, to: gpu}}}\ndefault_kind: x\n"), 0o644))
+	require.NoError(t, h2.Reload())
+	require.NotEqual(t, held, h2.Current().Version())
 }

@@ -2,12 +2,15 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/verdict-dev/verdict/decision"
 )
 
 // Holder keeps the current policy and swaps it atomically on reload. A
@@ -17,6 +20,9 @@ type Holder struct {
 	path string
 	cur  atomic.Pointer[Policy]
 	mu   sync.Mutex // serializes reloads
+	// pools, when set (RequirePools), are the pools every policy held
+	// must escalate within.
+	pools []decision.Route
 }
 
 // NewHolder loads the policy file at path. An empty path holds Default()
@@ -62,11 +68,36 @@ func (h *Holder) Reload() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	p, err := Load(h.path)
+	if err == nil && h.pools != nil {
+		err = withFile(p.CheckPools(h.pools), h.path)
+	}
 	if err != nil {
 		return fmt.Errorf("policy reload kept version %s: %w", short(h.Current().Version()), err)
 	}
 	h.cur.Store(p)
 	return nil
+}
+
+// RequirePools checks the policy held against the pools a deployment runs
+// (Policy.CheckPools), and makes every later Reload refuse a policy that
+// escalates outside them. A runtime calls it once, before it starts.
+func (h *Holder) RequirePools(pools []decision.Route) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := withFile(h.Current().CheckPools(pools), h.path); err != nil {
+		return err
+	}
+	h.pools = append([]decision.Route{}, pools...)
+	return nil
+}
+
+// withFile names the policy file in a *LoadError.
+func withFile(err error, path string) error {
+	var le *LoadError
+	if errors.As(err, &le) && le.File == "" {
+		le.File = path
+	}
+	return err
 }
 
 // WatchSIGHUP reloads the policy on every SIGHUP until ctx is done, then

@@ -59,6 +59,17 @@ type Config struct {
 	Webhook *sink.Webhook
 	// Policy holds the policy in force. Defaults to policy.Default().
 	Policy *policy.Holder
+	// Pool is the pool this worker serves (decision.RouteCPU or
+	// decision.RouteGPU), the stage of a cascade its policy evaluates.
+	// Defaults to the pool each message was sent to (its envelope's
+	// Route).
+	Pool decision.Route
+	// Escalate holds the queues of the pools this worker sends decisions
+	// on to when a policy kind's escalate clause says so (a small model
+	// here, a bigger one there). An escalation to a pool without a queue
+	// here gets the kind's fallback. Its own pool may not be among them.
+	// Defaults to none.
+	Escalate map[decision.Route]queue.Sender
 	// Concurrency is the most receives (the messages of one receive call)
 	// processed at once, 1 or more. A worker that has measured nothing
 	// yet, or has just received a message that was delivered before (see
@@ -234,6 +245,20 @@ func (c Config) validate() error {
 	for i, s := range c.Sinks {
 		if s == nil {
 			return bad(fmt.Sprintf("Sinks[%d]", i), "is nil")
+		}
+	}
+	if c.Pool != decision.RouteAuto && c.Pool != decision.RouteCPU && c.Pool != decision.RouteGPU {
+		return bad("Pool", "must be %q, %q or empty, got %q", decision.RouteCPU, decision.RouteGPU, c.Pool)
+	}
+	for p, q := range c.Escalate {
+		f := fmt.Sprintf("Escalate[%q]", p)
+		switch {
+		case p != decision.RouteCPU && p != decision.RouteGPU:
+			return bad(f, "is not a pool (want %q or %q)", decision.RouteCPU, decision.RouteGPU)
+		case p == c.Pool:
+			return bad(f, "is the worker's own pool: a decision never escalates to the pool it is on")
+		case q == nil:
+			return bad(f, "is nil")
 		}
 	}
 	return c.CheckSettings()

@@ -23,6 +23,14 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Add([]byte(`not json`))
 	f.Add([]byte(``))
 	f.Add([]byte(`{"v":1,"request_id":"r","decisions":[{"state":42}]}`))
+	esc := good
+	esc.Route = decision.RouteGPU
+	esc.Cascade = [][]decision.CascadeStage{{{Pool: decision.RouteCPU, Status: decision.StatusEscalate, Probabilities: []float64{0.6, 0.4}, Chosen: "a"}}}
+	b, _ = esc.Marshal()
+	f.Add(b)
+	f.Add([]byte(`{"v":1,"request_id":"r","route":"cpu","decisions":[{"id":"d","state":"s","question":"q","options":[{"id":"a"},{"id":"b"}]}],"cascade":[[{"pool":"cpu","status":"escalate"}],[]]}`))
+	f.Add([]byte(`{"v":1,"request_id":"r","route":"gpu","decisions":[{"id":"d","state":"s","question":"q","options":[{"id":"a"},{"id":"b"}]}],"cascade":[[{"pool":"cpu","status":"escalate"},{"pool":"cpu","status":"escalate"}]]}`))
+	f.Add([]byte(`{"v":1,"request_id":"r","decisions":[{"id":"d","state":"s","question":"q","options":[{"id":"a"}]}],"cascade":{"pool":1}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		env, recs, err := decodeMessage(queue.Message{ID: "m1", Body: body})
 		if err == nil {
@@ -31,6 +39,14 @@ func FuzzDecodeMessage(f *testing.F) {
 			}
 			if len(recs) != 0 {
 				t.Fatal("records for a valid message")
+			}
+			if len(env.Cascade) != 0 && len(env.Cascade) != len(env.Decisions) {
+				t.Fatalf("accepted a cascade of %d entries for %d decisions", len(env.Cascade), len(env.Decisions))
+			}
+			for _, v := range env.Visited() {
+				if v == env.Route {
+					t.Fatalf("accepted a cascade that visited the message's own pool %s", v)
+				}
 			}
 			return
 		}

@@ -22,6 +22,7 @@ type metrics struct {
 	heartbeats    prometheus.Counter
 	replyIgnored  prometheus.Counter
 	receiveErrors prometheus.Counter
+	escalated     *prometheus.CounterVec
 }
 
 func newMetrics(cfg Config) *metrics {
@@ -57,9 +58,11 @@ func newMetrics(cfg Config) *metrics {
 			Name: "reply_targets_ignored_total", Help: "Reply targets ignored because no webhook sink is configured."}),
 		receiveErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "receive_errors_total", Help: "Failed receive calls."}),
+		escalated: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "decisions_escalated_total", Help: "Decisions sent on to another pool by a policy's escalate clause, by pool."}, []string{"from", "to"}),
 	}
 	cfg.Registry.MustRegister(m.received, m.deleted, m.released, m.invalid, m.decisions, m.published,
-		m.publishErrors, m.inFlight, m.scoreSeconds, m.batchSeconds, m.panics, m.heartbeats, m.replyIgnored, m.receiveErrors)
+		m.publishErrors, m.inFlight, m.scoreSeconds, m.batchSeconds, m.panics, m.heartbeats, m.replyIgnored, m.receiveErrors, m.escalated)
 	if dl, ok := cfg.Queue.(interface{ DeadLettered() int64 }); ok {
 		cfg.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "dead_lettered_total", Help: "Messages the local queue moved to its dead-letter table (SQS: see the DLQ's own metrics)."},

@@ -119,7 +119,7 @@ func (w *Worker) prepare(j *job) {
 		return
 	}
 	j.env = env
-	caller := policy.Caller{Tenant: env.Tenant, APIKeySHA256: env.APIKeySHA256, Metadata: env.Metadata}
+	caller := policy.Caller{Tenant: env.Tenant, APIKeySHA256: env.APIKeySHA256, Metadata: env.Metadata, Stage: w.stage(env)}
 	j.flow = w.cfg.Policy.Current().Start(env.Decisions, caller)
 	j.pending = j.flow.Pending()
 	j.scored = make([]decision.Result, len(j.pending))
@@ -130,19 +130,23 @@ func (w *Worker) prepare(j *job) {
 	}
 }
 
-// finishJob finishes the message's policy flow and publishes its records.
-// A whole-call scoring failure never gets here: it is the job's error, and
-// the message is released rather than settled by on_error.
+// finishJob finishes the message's policy flow, sends the decisions the
+// policy escalated on to their pools (escalate.go), then publishes the
+// records of the others. A whole-call scoring failure never gets here: it
+// is the job's error, and the message is released rather than settled by
+// on_error.
 func (w *Worker) finishJob(j *job) {
 	rs, err := j.flow.Finish(j.scored, nil)
 	if err != nil {
 		j.err = err
 		return
 	}
-	j.records = make([]sink.Record, len(rs))
-	for i := range rs {
-		j.records[i] = w.record(j.env, i, rs[i])
+	recs, esc := w.settle(j, rs)
+	if err := w.escalate(j, rs, esc); err != nil {
+		j.err = err
+		return
 	}
+	j.records = recs
 	j.err = w.publish(j)
 }
 

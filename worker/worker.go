@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/internal/queue"
 )
 
@@ -24,6 +26,8 @@ type Worker struct {
 	m    *metrics
 	flow *flow        // how many messages to take (flow.go)
 	memo *publishMemo // which sinks already have a message's records (memo.go)
+	// escalationPools are Config.Escalate's pools, sorted.
+	escalationPools []decision.Route
 
 	// work is the parent of every message's context. It is cancelled with
 	// errStopping when a stop abandons the work in flight, and when the
@@ -59,6 +63,10 @@ func New(cfg Config) (*Worker, error) {
 		memo:   newPublishMemo(publishMemoSize),
 		closed: make(chan struct{}),
 	}
+	for p := range cfg.Escalate {
+		w.escalationPools = append(w.escalationPools, p)
+	}
+	sort.Slice(w.escalationPools, func(a, b int) bool { return w.escalationPools[a] < w.escalationPools[b] })
 	w.work, w.cancelWork = context.WithCancelCause(context.Background())
 	w.recv, w.stopRecv = context.WithCancel(w.work)
 	return w, nil

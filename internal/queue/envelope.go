@@ -62,6 +62,24 @@ type Envelope struct {
 	APIKeySHA256 string `json:"api_key_sha256,omitempty"`
 	// Metadata is caller metadata for policy rules.
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Cascade is set by a worker that sent decisions on to another pool (a
+	// policy's escalate clause): one list per decision, in order, of the
+	// stages each was scored on before this message, oldest first. Every
+	// list names the same pools; the message's Route is not among them.
+	Cascade [][]decision.CascadeStage `json:"cascade,omitempty"`
+}
+
+// Visited returns the pools the message's decisions were scored on before
+// (from Cascade), oldest first. The envelope has been checked.
+func (e *Envelope) Visited() []decision.Route {
+	if len(e.Cascade) == 0 {
+		return nil
+	}
+	out := make([]decision.Route, len(e.Cascade[0]))
+	for i, s := range e.Cascade[0] {
+		out[i] = s.Pool
+	}
+	return out
 }
 
 // ReplyTarget is one place to publish a request's results.
@@ -105,6 +123,9 @@ func UnmarshalEnvelope(b []byte) (*Envelope, error) {
 		if err := e.Decisions[i].Validate(decision.StructuralLimits(), fmt.Sprintf("decisions[%d]", i)); err != nil {
 			return &e, fmt.Errorf("%w: request %s: %w", ErrBadEnvelope, e.RequestID, err)
 		}
+	}
+	if _, err := decision.CheckCascade(e.Cascade, len(e.Decisions), e.Route, "cascade"); err != nil {
+		return &e, fmt.Errorf("%w: request %s: %w", ErrBadEnvelope, e.RequestID, err)
 	}
 	return &e, nil
 }
