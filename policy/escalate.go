@@ -128,13 +128,17 @@ func (w *walker) escalation(n *yaml.Node, path string) *escalation {
 
 // escalate applies a kind's escalate clause to a scored result, after the
 // thresholds: it adds its comparisons to checks and returns nil when the
-// kind has no clause or the result is certain enough (top probability prob
-// and margin at or above the bounds). An uncertain result escalates to the
-// clause's pool, or, when that pool is the stage's own or was visited,
-// gets the kind's fallback.
+// kind has no clause, the result is certain enough (top probability prob
+// and margin at or above the bounds) or the stage is on the clause's pool
+// already (the big model of the cascade has answered: the thresholds
+// decide). An uncertain result escalates to the clause's pool, or, when
+// that pool was visited or the caller has no queue for it, gets the kind's
+// fallback.
 func (p *Policy) escalate(k *kind, s Stage, d *decision.Decision, top string, prob, margin float64, checks *[]decision.Check) *decision.Outcome {
 	e := k.escalate
-	if e == nil {
+	if e == nil || e.to == s.Pool {
+		// No clause, or already on the pool the clause asks for (the last
+		// stage of the cascade): the thresholds alone decide.
 		return nil
 	}
 	var why []string
@@ -156,8 +160,6 @@ func (p *Policy) escalate(k *kind, s Stage, d *decision.Decision, top string, pr
 	}
 	reason := fmt.Sprintf("model chose %s; %s", top, strings.Join(why, ", "))
 	switch {
-	case e.to == s.Pool:
-		return p.act(k.fallback, d, StepEscalate, fmt.Sprintf("%s; cannot escalate to %s, the current pool", reason, e.to))
 	case s.visited(e.to):
 		return p.act(k.fallback, d, StepEscalate, fmt.Sprintf("%s; cannot escalate to %s, already visited", reason, e.to))
 	case !s.reaches(e.to):

@@ -124,9 +124,11 @@ func TestAfterEscalate(t *testing.T) {
 			reason: "model chose billing with p=0.9, margin 0.84; thresholds passed"},
 		{name: "bound met exactly", stage: first, d: support("x"), raw: []float64{0.8, 0.15, 0.05},
 			status: decision.StatusDecided, chosen: "billing", step: "model"},
-		{name: "the current pool", stage: onGPU, d: support("x"), probs: []float64{0.61, 0.3, 0.09},
-			status: decision.StatusReview, step: "escalate", failed: []string{"escalate.below"},
-			reason: "model chose billing; p_max 0.61 below 0.8; cannot escalate to gpu, the current pool; routed to review"},
+		{name: "on the pool it names, the thresholds decide", stage: onGPU, d: support("x"), probs: []float64{0.61, 0.3, 0.09},
+			status: decision.StatusDecided, chosen: "billing", step: "model",
+			reason: "model chose billing with p=0.61, margin 0.31; thresholds passed"},
+		{name: "on the pool it names, a threshold fails", stage: onGPU, d: support("x"), probs: []float64{0.45, 0.3, 0.25},
+			status: decision.StatusReview, step: "threshold", failed: []string{"min_probability"}},
 		{name: "a visited pool", stage: backOnCPU, d: support("x"), probs: []float64{0.61, 0.3, 0.09},
 			status: decision.StatusReview, step: "escalate", failed: []string{"escalate.below"},
 			reason: "model chose billing; p_max 0.61 below 0.8; cannot escalate to gpu, already visited; routed to review"},
@@ -195,7 +197,8 @@ func TestEscalateChecks(t *testing.T) {
 }
 
 // TestStageChain follows a decision through the cascade with Stage.Next:
-// it escalates once, and the next stage settles it whatever the scores.
+// it escalates once, and the pool it was sent to settles it by the
+// thresholds alone.
 func TestStageChain(t *testing.T) {
 	t.Parallel()
 	p := mustParse(t, cascadePolicy)
@@ -218,8 +221,20 @@ func TestStageChain(t *testing.T) {
 	require.Equal(t, policy.Stage{Pool: decision.RouteGPU, Visited: []decision.Route{decision.RouteCPU}, Pools: bothPools}, next)
 	rs, err = p.Apply(context.Background(), policy.Caller{Stage: next}, []decision.Decision{d}, score)
 	require.NoError(t, err)
-	require.Equal(t, decision.StatusReview, rs[0].Outcome.Status)
+	require.Equal(t, decision.StatusDecided, rs[0].Outcome.Status, "on the pool the clause names, the thresholds decide")
+	require.Equal(t, "billing", rs[0].Chosen)
+	// A third stage back on cpu (a kind of another policy escalating
+	// gpu → cpu) never returns to a visited pool.
+	third := policy.Stage{Pool: decision.RouteGPU, Visited: []decision.Route{decision.RouteCPU}, Pools: bothPools}
+	m := newDecision("m-1", "x", "billing", "technical", "other")
+	close := func(_ context.Context, ds []decision.Decision) ([]decision.Result, error) {
+		return []decision.Result{{ID: ds[0].ID, OptionIDs: ds[0].OptionIDs(), Probabilities: []float64{0.45, 0.4, 0.15}}}, nil
+	}
+	rs, err = p.Apply(context.Background(), policy.Caller{Stage: third}, []decision.Decision{m}, close)
+	require.NoError(t, err)
+	require.Equal(t, decision.StatusFallback, rs[0].Outcome.Status)
 	require.Equal(t, policy.StepEscalate, rs[0].Outcome.Step)
+	require.Contains(t, rs[0].Outcome.Reason, "cannot escalate to cpu, already visited")
 
 	// The zero Stage (first stage, pool unknown) escalates; its Next does not
 	// list an unknown pool as visited, and stops at the target pool.

@@ -86,11 +86,19 @@ kinds:
 	r = p.After(plan, decision.Result{OptionIDs: d.OptionIDs(), Probabilities: []float64{0.9, 0.08, 0.02}}, nil)
 	fmt.Println(r.Outcome.Status, r.Chosen, "-", r.Outcome.Reason)
 
-	// On the last pool an uncertain result cannot escalate: the fallback applies.
+	// On the pool the clause names, the big model's answer meets the
+	// thresholds alone (this kind has none).
+	r = p.After(plan, decision.Result{OptionIDs: d.OptionIDs(), Probabilities: []float64{0.55, 0.4, 0.05}}, nil)
+	fmt.Println(r.Outcome.Status, r.Chosen, "-", r.Outcome.Reason)
+
+	// A decision already scored on the gpu pool never goes back to it.
+	back := policy.Stage{Pool: decision.RouteCPU, Visited: []decision.Route{decision.RouteGPU}, Pools: small.Pools}
+	plan = p.Before(d, policy.Caller{Stage: back})
 	r = p.After(plan, decision.Result{OptionIDs: d.OptionIDs(), Probabilities: []float64{0.55, 0.4, 0.05}}, nil)
 	fmt.Println(r.Outcome.Status, r.Outcome.Step, "-", r.Outcome.Reason)
 	// Output:
 	// escalate gpu - model chose billing; p_max 0.55 below 0.8, margin 0.15 below 0.2; escalating to gpu
-	// decided billing - model chose billing with p=0.9, margin 0.82; thresholds passed
-	// review escalate - model chose billing; p_max 0.55 below 0.8, margin 0.15 below 0.2; cannot escalate to gpu, the current pool; routed to review
+	// decided billing - model chose billing with p=0.9, margin 0.82
+	// decided billing - model chose billing with p=0.55, margin 0.15
+	// review escalate - model chose billing; p_max 0.55 below 0.8, margin 0.15 below 0.2; cannot escalate to gpu, already visited; routed to review
 }

@@ -133,12 +133,13 @@ func TestHolderConcurrent(t *testing.T) {
 }
 
 // TestWatchSIGHUP sends SIGHUP to this process. The test registers its own
-// channel for SIGHUP first, so a signal that arrives before the watcher has
-// registered cannot kill the test binary.
+// channel for SIGHUP first and never stops it, so a signal that arrives
+// before the watcher has registered, or after it stopped (a late one of
+// the retries below), cannot kill the test binary: stopping the last
+// channel restores SIGHUP's default action, which ends the process.
 func TestWatchSIGHUP(t *testing.T) {
-	guard := make(chan os.Signal, 16)
+	guard := make(chan os.Signal, 1) // a full channel drops further signals
 	signal.Notify(guard, syscall.SIGHUP)
-	defer signal.Stop(guard)
 
 	path := filepath.Join(t.TempDir(), "policy.yaml")
 	writeFile(t, path, policyV1)

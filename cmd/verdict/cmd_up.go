@@ -140,6 +140,9 @@ func runUp(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("flag --policy: %w", err)
 	}
+	if err := holder.RequirePools(routes); err != nil {
+		return fmt.Errorf("flag --policy: %w (--pools %s)", err, f.pools)
+	}
 	go holder.WatchSIGHUP(ctx, func(err error) { slog.Error("policy reload failed; keeping the previous policy", "err", err) })
 
 	if f.engine.model == "" {
@@ -149,9 +152,13 @@ func runUp(ctx context.Context, args []string) error {
 		}
 		f.engine.model = path
 	}
+	queues, err := f.openQueues(routes, &res)
+	if err != nil {
+		return err
+	}
 	pools := make([]*upPool, 0, len(routes))
 	for _, route := range routes {
-		p, err := f.openPool(route, len(routes) > 1, store.File, holder, &res)
+		p, err := f.openPool(route, queues, store.File, holder, &res)
 		if err != nil {
 			return err
 		}

@@ -47,17 +47,34 @@ func parsePools(s string) ([]decision.Route, error) {
 	return out, nil
 }
 
-// openPool opens route's queue (in DATA/queue.db), loads its engine and
-// builds its worker. With both pools the cpu one runs on the CPU whatever
+// openQueues opens each pool's local queue (in DATA/queue.db).
+func (f *upFlags) openQueues(routes []decision.Route, res *resources) (map[decision.Route]*queue.Local, error) {
+	qs := map[decision.Route]*queue.Local{}
+	for _, route := range routes {
+		q, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(f.data, "queue.db"), Name: string(route),
+			Visibility: f.visibility, MaxReceives: f.maxReceives})
+		if err != nil {
+			return nil, fmt.Errorf("flag --data: %w", err)
+		}
+		res.add(func() { _ = q.Close() })
+		qs[route] = q
+	}
+	return qs, nil
+}
+
+// openPool loads route's engine and builds its worker on its queue of qs;
+// the other queues of qs are where its worker sends the decisions a
+// policy escalates. With both pools the cpu one runs on the CPU whatever
 // --gpu-layers says; the gpu one offloads as --gpu-layers says (all
 // layers by default) and loads --gpu-model when it is given.
-func (f *upFlags) openPool(route decision.Route, both bool, store *results.File, holder *policy.Holder, res *resources) (*upPool, error) {
-	q, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(f.data, "queue.db"), Name: string(route),
-		Visibility: f.visibility, MaxReceives: f.maxReceives})
-	if err != nil {
-		return nil, fmt.Errorf("flag --data: %w", err)
+func (f *upFlags) openPool(route decision.Route, qs map[decision.Route]*queue.Local, store *results.File, holder *policy.Holder, res *resources) (*upPool, error) {
+	q, both := qs[route], len(qs) > 1
+	escalate := map[decision.Route]queue.Sender{}
+	for r, other := range qs {
+		if r != route {
+			escalate[r] = other
+		}
 	}
-	res.add(func() { _ = q.Close() })
 	ef := f.engine
 	if both && route == decision.RouteCPU {
 		ef.gpuLayers = 0
@@ -81,7 +98,7 @@ func (f *upFlags) openPool(route decision.Route, both bool, store *results.File,
 		slog.Warn("the gpu pool runs on the CPU: this build found no GPU device (see `verdict version`)", "pool", route)
 	}
 	w, err := worker.New(worker.Config{
-		Queue: q, Scorer: sc, Sinks: []sink.Sink{store}, Policy: holder,
+		Queue: q, Scorer: sc, Sinks: []sink.Sink{store}, Policy: holder, Pool: route, Escalate: escalate,
 		Concurrency: f.concurrency, Visibility: f.visibility, Wait: 5 * time.Second, ShutdownTimeout: noneIfZero(f.shutdown),
 		Logger:          slog.Default().With("pool", string(route)),
 		PrefixStatsFunc: func() (int64, int64) { s := eng.Stats(); return s.PrefixHits, s.PrefixMisses },
