@@ -189,12 +189,13 @@ func (p *Policy) EscalationPools() []decision.Route {
 	return out
 }
 
-// CheckPools checks the policy against the pools a deployment runs: every
-// kind's escalate clause must name one of them, and a deployment of one
-// pool cannot escalate at all (its only pool would escalate to itself).
-// The error is a *LoadError (it matches ErrInvalid) naming each clause's
-// path.
-func (p *Policy) CheckPools(pools []decision.Route) error {
+// CheckPools checks the policy against the pools a runtime can reach (its
+// own and those it has queues for): every kind's escalate clause must name
+// one of them. whole says the pools are the whole deployment (verdict up):
+// then a deployment of one pool cannot escalate at all, its only pool
+// would escalate to itself. The error is a *LoadError (it matches
+// ErrInvalid) naming each clause's path.
+func (p *Policy) CheckPools(pools []decision.Route, whole bool) error {
 	if p == nil {
 		return nil
 	}
@@ -218,7 +219,7 @@ func (p *Policy) CheckPools(pools []decision.Route) error {
 		case !have[to]:
 			errs = append(errs, FieldError{Path: path, Line: k.escalate.line,
 				Message: fmt.Sprintf("pool %s is not run here (pools: %s)", to, strings.Join(names, ","))})
-		case len(pools) == 1:
+		case whole && len(pools) == 1:
 			errs = append(errs, FieldError{Path: path, Line: k.escalate.line,
 				Message: fmt.Sprintf("%s is the only pool: a pool cannot escalate to itself", to)})
 		}

@@ -290,10 +290,10 @@ func TestCheckPools(t *testing.T) {
 	t.Parallel()
 	p := mustParse(t, cascadePolicy)
 	both := []decision.Route{decision.RouteCPU, decision.RouteGPU}
-	require.NoError(t, p.CheckPools(both))
-	require.NoError(t, policy.Default().CheckPools([]decision.Route{decision.RouteCPU}), "a policy without escalate clauses fits any deployment")
+	require.NoError(t, p.CheckPools(both, true))
+	require.NoError(t, policy.Default().CheckPools([]decision.Route{decision.RouteCPU}, true), "a policy without escalate clauses fits any deployment")
 
-	err := p.CheckPools([]decision.Route{decision.RouteCPU})
+	err := p.CheckPools([]decision.Route{decision.RouteCPU}, true)
 	require.ErrorIs(t, err, policy.ErrInvalid)
 	var le *policy.LoadError
 	require.ErrorAs(t, err, &le)
@@ -302,12 +302,17 @@ func TestCheckPools(t *testing.T) {
 		{Path: "kinds.margin-only.escalate.to", Line: 14, Message: "cpu is the only pool: a pool cannot escalate to itself"},
 	}, le.Errors)
 
+	// A worker reaches its own pool and its escalation queues, not the
+	// whole deployment: the gpu worker, last stage of "to: gpu", is fine.
+	require.NoError(t, mustParse(t, "kinds: {default: {escalate: {below: 0.9, to: gpu}}}\n").CheckPools([]decision.Route{decision.RouteGPU}, false))
+	require.ErrorContains(t, p.CheckPools([]decision.Route{decision.RouteCPU}, false), "kinds.support.escalate.to: pool gpu is not run here (pools: cpu)")
+
 	// The default kind is checked once, declared or not.
 	d := mustParse(t, "kinds: {default: {escalate: {below: 0.9, to: gpu}}}\n")
-	require.ErrorContains(t, d.CheckPools([]decision.Route{decision.RouteGPU}), "kinds.default.escalate.to: gpu is the only pool")
+	require.ErrorContains(t, d.CheckPools([]decision.Route{decision.RouteGPU}, true), "kinds.default.escalate.to: gpu is the only pool")
 	require.Len(t, func() []policy.FieldError {
 		var le *policy.LoadError
-		require.ErrorAs(t, d.CheckPools([]decision.Route{decision.RouteCPU}), &le)
+		require.ErrorAs(t, d.CheckPools([]decision.Route{decision.RouteCPU}, true), &le)
 		return le.Errors
 	}(), 1)
 }
@@ -318,11 +323,11 @@ func TestHolderRequirePools(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(cascadePolicy), 0o644))
 	h, err := policy.NewHolder(path)
 	require.NoError(t, err)
-	err = h.RequirePools([]decision.Route{decision.RouteGPU})
+	err = h.RequirePools([]decision.Route{decision.RouteGPU}, true)
 	require.ErrorIs(t, err, policy.ErrInvalid)
 	require.ErrorContains(t, err, path+": kinds.support.escalate.to: gpu is the only pool")
 
-	require.NoError(t, h.RequirePools([]decision.Route{decision.RouteCPU, decision.RouteGPU}))
+	require.NoError(t, h.RequirePools([]decision.Route{decision.RouteCPU, decision.RouteGPU}, true))
 	v := h.Current().Version()
 	require.NoError(t, os.WriteFile(path, []byte("kinds: {x: {escalate: {below: 0.5, to: gpu}}}\n"), 0o644))
 	require.NoError(t, h.Reload(), "gpu is run here")
@@ -330,11 +335,11 @@ func TestHolderRequirePools(t *testing.T) {
 
 	h2, err := policy.NewHolder(path)
 	require.NoError(t, err)
-	require.NoError(t, h2.RequirePools([]decision.Route{decision.RouteGPU, decision.RouteCPU}))
+	require.NoError(t, h2.RequirePools([]decision.Route{decision.RouteGPU, decision.RouteCPU}, true))
 	h3, err := policy.NewHolder(path)
 	require.NoError(t, err)
-	require.Error(t, h3.RequirePools([]decision.Route{decision.RouteCPU}))
-	require.NoError(t, h2.RequirePools([]decision.Route{decision.RouteCPU, decision.RouteGPU}))
+	require.Error(t, h3.RequirePools([]decision.Route{decision.RouteCPU}, true))
+	require.NoError(t, h2.RequirePools([]decision.Route{decision.RouteCPU, decision.RouteGPU}, true))
 	held := h2.Current().Version()
 	require.NoError(t, os.WriteFile(path, []byte("kinds: {x: {escalate: {below: 0.5, to: gpu}}}\ndefault_kind: x\n"), 0o644))
 	require.NoError(t, h2.Reload())

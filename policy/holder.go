@@ -21,8 +21,9 @@ type Holder struct {
 	cur  atomic.Pointer[Policy]
 	mu   sync.Mutex // serializes reloads
 	// pools, when set (RequirePools), are the pools every policy held
-	// must escalate within.
+	// must escalate within; whole: they are the whole deployment.
 	pools []decision.Route
+	whole bool
 }
 
 // NewHolder loads the policy file at path. An empty path holds Default()
@@ -69,7 +70,7 @@ func (h *Holder) Reload() error {
 	defer h.mu.Unlock()
 	p, err := Load(h.path)
 	if err == nil && h.pools != nil {
-		err = withFile(p.CheckPools(h.pools), h.path)
+		err = withFile(p.CheckPools(h.pools, h.whole), h.path)
 	}
 	if err != nil {
 		return fmt.Errorf("policy reload kept version %s: %w", short(h.Current().Version()), err)
@@ -78,16 +79,16 @@ func (h *Holder) Reload() error {
 	return nil
 }
 
-// RequirePools checks the policy held against the pools a deployment runs
+// RequirePools checks the policy held against the pools a runtime reaches
 // (Policy.CheckPools), and makes every later Reload refuse a policy that
 // escalates outside them. A runtime calls it once, before it starts.
-func (h *Holder) RequirePools(pools []decision.Route) error {
+func (h *Holder) RequirePools(pools []decision.Route, whole bool) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := withFile(h.Current().CheckPools(pools), h.path); err != nil {
+	if err := withFile(h.Current().CheckPools(pools, whole), h.path); err != nil {
 		return err
 	}
-	h.pools = append([]decision.Route{}, pools...)
+	h.pools, h.whole = append([]decision.Route{}, pools...), whole
 	return nil
 }
 

@@ -140,7 +140,7 @@ func runUp(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("flag --policy: %w", err)
 	}
-	if err := holder.RequirePools(routes); err != nil {
+	if err := holder.RequirePools(routes, true); err != nil {
 		return fmt.Errorf("flag --policy: %w (--pools %s)", err, f.pools)
 	}
 	go holder.WatchSIGHUP(ctx, func(err error) { slog.Error("policy reload failed; keeping the previous policy", "err", err) })

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sagemakerruntime"
 
+	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/engine/sagemaker"
 	"github.com/verdict-dev/verdict/internal/listen"
@@ -63,6 +65,8 @@ type workerFlags struct {
 	metricsAddr     string
 	logState        bool
 	publishTiming   bool
+	pool            string
+	escalate        string
 	sm              sageMakerFlags
 }
 
@@ -185,6 +189,8 @@ func (f *workerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (default: off)")
 	fs.BoolVar(&f.logState, "log-state", false, "let debug logs include state text (off: logs never contain state text)")
 	fs.BoolVar(&f.publishTiming, "publish-timing", false, "include per-run timing in published results (then redeliveries differ in those bytes)")
+	fs.StringVar(&f.pool, "pool", "", "the pool this worker serves, cpu or gpu: its stage in a cascade (default: the --queue-name of a local queue when it is cpu or gpu, else the pool each message was sent to)")
+	fs.StringVar(&f.escalate, "escalate", "", "where decisions a policy escalates go: POOL=QUEUE[,POOL=QUEUE], QUEUE an SQS queue URL with --queue sqs or a local queue name with --queue local, e.g. gpu=https://sqs.us-east-1.amazonaws.com/123/verdict-gpu (needs --pool)")
 	f.sm.register(fs)
 }
 
@@ -248,6 +254,11 @@ func (f *workerFlags) build(ctx context.Context, res *resources) (worker.Config,
 	default:
 		return cfg, fmt.Errorf("flag --queue: bad value %q (want local or sqs)", f.queueKind)
 	}
+	pool, escalate, err := f.cascade(ctx, loadAWS, res)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Pool, cfg.Escalate = pool, escalate
 	if f.resultsQueueURL != "" {
 		a, err := loadAWS()
 		if err != nil {
@@ -325,6 +336,15 @@ func (f *workerFlags) build(ctx context.Context, res *resources) (worker.Config,
 	if err != nil {
 		return cfg, fmt.Errorf("flag --policy: %w", err)
 	}
+	if pool != decision.RouteAuto {
+		pools := []decision.Route{pool}
+		for r := range escalate {
+			pools = append(pools, r)
+		}
+		if err := h.RequirePools(pools, false); err != nil {
+			return cfg, fmt.Errorf("flag --policy: %w (this worker serves pool %s and escalates to %s)", err, pool, escalateNames(escalate))
+		}
+	}
 	cfg.Policy = h
 	set := f.settings()
 	cfg.Concurrency, cfg.MaxMessages = set.Concurrency, set.MaxMessages
@@ -335,6 +355,77 @@ func (f *workerFlags) build(ctx context.Context, res *resources) (worker.Config,
 }
 
 type queueAWS struct{ cfg aws.Config }
+
+// cascade reads --pool and --escalate: the worker's pool (from
+// --queue-name for a local queue named cpu or gpu) and the queues of the
+// pools it sends escalated decisions to.
+func (f *workerFlags) cascade(ctx context.Context, loadAWS func() (*queueAWS, error), res *resources) (decision.Route, map[decision.Route]queue.Sender, error) {
+	pool := decision.Route(f.pool)
+	switch {
+	case pool == decision.RouteAuto && f.queueKind == "local" && (f.queueName == "cpu" || f.queueName == "gpu"):
+		pool = decision.Route(f.queueName)
+	case pool != decision.RouteAuto && pool != decision.RouteCPU && pool != decision.RouteGPU:
+		return "", nil, fmt.Errorf("flag --pool: %q is not a pool (want cpu or gpu)", f.pool)
+	}
+	if strings.TrimSpace(f.escalate) == "" {
+		return pool, nil, nil
+	}
+	if pool == decision.RouteAuto {
+		return "", nil, errors.New("flag --escalate: needs --pool (the pool this worker serves)")
+	}
+	out := map[decision.Route]queue.Sender{}
+	for _, part := range strings.Split(f.escalate, ",") {
+		name, target, ok := strings.Cut(strings.TrimSpace(part), "=")
+		to := decision.Route(strings.TrimSpace(name))
+		target = strings.TrimSpace(target)
+		switch {
+		case !ok || target == "":
+			return "", nil, fmt.Errorf("flag --escalate: %q is not POOL=QUEUE", part)
+		case to != decision.RouteCPU && to != decision.RouteGPU:
+			return "", nil, fmt.Errorf("flag --escalate: %q is not a pool (want cpu or gpu)", name)
+		case to == pool:
+			return "", nil, fmt.Errorf("flag --escalate: %s is this worker's own pool (--pool): a pool cannot escalate to itself", to)
+		case out[to] != nil:
+			return "", nil, fmt.Errorf("flag --escalate: pool %s is named twice", to)
+		}
+		switch f.queueKind {
+		case "local":
+			q, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(f.data, "queue.db"), Name: target, MaxReceives: f.maxReceives, Visibility: f.visibility})
+			if err != nil {
+				return "", nil, fmt.Errorf("flag --escalate: %s: %w", to, err)
+			}
+			res.add(func() { q.Close() })
+			out[to] = q
+		case "sqs":
+			if !strings.HasPrefix(target, "https://") && !strings.HasPrefix(target, "http://") {
+				return "", nil, fmt.Errorf("flag --escalate: %s: %q is not an SQS queue URL", to, target)
+			}
+			a, err := loadAWS()
+			if err != nil {
+				return "", nil, err
+			}
+			q, err := queue.NewSQS(ctx, queue.SQSConfig{URL: target, Endpoint: f.endpoint, AWS: &a.cfg})
+			if err != nil {
+				return "", nil, fmt.Errorf("flag --escalate: %s: %w", to, err)
+			}
+			out[to] = q
+		}
+	}
+	return pool, out, nil
+}
+
+// escalateNames lists the pools of an --escalate map, for messages.
+func escalateNames(m map[decision.Route]queue.Sender) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var names []string
+	for r := range m {
+		names = append(names, string(r))
+	}
+	sort.Strings(names)
+	return strings.Join(names, ",")
+}
 
 func runWorker(ctx context.Context, args []string) error {
 	fs := newFlagSet("worker", "worker [flags]")

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/internal/queue/queuetest"
 	"github.com/verdict-dev/verdict/worker"
 )
@@ -16,23 +18,30 @@ func TestWorkerFlagErrorsNameTheFlag(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	cases := map[string][]string{
-		"flag --queue":                          {"--queue", "kafka"},
-		"flag --queue-url":                      {"--queue", "sqs"},
-		"flag --concurrency":                    {"--concurrency", "0"},
-		"flag --max-messages":                   {"--max-messages", "11"},
-		"flag --visibility":                     {"--visibility", "10ms"},
-		"flag --wait":                           {"--wait", "30s"},
-		"flag --wait: must be >= 0":             {"--wait", "-1s"},
-		"flag --shutdown-timeout: must be >= 0": {"--shutdown-timeout", "-5s"},
-		"flag --retry-base: must be >= 0":       {"--retry-base", "-1ns"},
-		"flag --retry-max: must be >= 0":        {"--retry-max", "-1m"},
-		"flag --retry-max: must be at most 12h": {"--retry-max", "13h"},
-		"flag --max-messages: must be >= 1":     {"--max-messages", "0"},
-		"flag --visibility: must be 1s..12h":    {"--visibility", "0s"},
-		"flag --webhook-secret":                 {"--data", dir, "--webhook-url", "https://hooks.example.com/x"},
-		"flag --policy":                         {"--data", dir, "--policy", filepath.Join(dir, "missing.yaml")},
-		"no result sink":                        {"--queue", "sqs", "--queue-url", "http://127.0.0.1:1/q", "--region", "us-east-1"},
-		"flag --results-ttl: must be > 0":       {"--queue", "sqs", "--queue-url", "http://127.0.0.1:1/q", "--region", "us-east-1", "--results-table", "t", "--results-ttl", "-1s"},
+		"flag --queue":                                        {"--queue", "kafka"},
+		"flag --queue-url":                                    {"--queue", "sqs"},
+		"flag --concurrency":                                  {"--concurrency", "0"},
+		"flag --max-messages":                                 {"--max-messages", "11"},
+		"flag --visibility":                                   {"--visibility", "10ms"},
+		"flag --wait":                                         {"--wait", "30s"},
+		"flag --wait: must be >= 0":                           {"--wait", "-1s"},
+		"flag --shutdown-timeout: must be >= 0":               {"--shutdown-timeout", "-5s"},
+		"flag --retry-base: must be >= 0":                     {"--retry-base", "-1ns"},
+		"flag --retry-max: must be >= 0":                      {"--retry-max", "-1m"},
+		"flag --retry-max: must be at most 12h":               {"--retry-max", "13h"},
+		"flag --max-messages: must be >= 1":                   {"--max-messages", "0"},
+		"flag --visibility: must be 1s..12h":                  {"--visibility", "0s"},
+		"flag --webhook-secret":                               {"--data", dir, "--webhook-url", "https://hooks.example.com/x"},
+		"flag --policy":                                       {"--data", dir, "--policy", filepath.Join(dir, "missing.yaml")},
+		"no result sink":                                      {"--queue", "sqs", "--queue-url", "http://127.0.0.1:1/q", "--region", "us-east-1"},
+		"flag --results-ttl: must be > 0":                     {"--queue", "sqs", "--queue-url", "http://127.0.0.1:1/q", "--region", "us-east-1", "--results-table", "t", "--results-ttl", "-1s"},
+		`flag --pool: "tpu" is not a pool`:                    {"--data", dir, "--pool", "tpu"},
+		"flag --escalate: needs --pool":                       {"--queue", "sqs", "--queue-url", "http://127.0.0.1:1/q", "--region", "us-east-1", "--escalate", "gpu=http://127.0.0.1:1/g"},
+		`flag --escalate: "gpu" is not POOL=QUEUE`:            {"--data", dir, "--escalate", "gpu"},
+		`flag --escalate: "tpu" is not a pool`:                {"--data", dir, "--escalate", "tpu=x"},
+		"flag --escalate: cpu is this worker's own pool":      {"--data", dir, "--escalate", "cpu=cpu"},
+		"flag --escalate: pool gpu is named twice":            {"--data", dir, "--escalate", "gpu=a,gpu=b"},
+		`flag --escalate: gpu: "gpu" is not an SQS queue URL`: {"--queue", "sqs", "--queue-url", "http://127.0.0.1:1/q", "--region", "us-east-1", "--pool", "cpu", "--escalate", "gpu=gpu"},
 	}
 	sm := func(args ...string) []string {
 		return append([]string{"--data", dir, "--engine", "sagemaker", "--sagemaker-endpoint", "ep"}, args...)
@@ -56,6 +65,39 @@ func TestWorkerFlagErrorsNameTheFlag(t *testing.T) {
 		err := runWorker(context.Background(), args)
 		require.ErrorContains(t, err, want, "%v", args)
 	}
+}
+
+// TestWorkerCascadeFlags: a local worker on the cpu queue takes its pool
+// from the queue's name and sends escalations to the gpu queue of the
+// same file; a policy escalating to a pool it has no queue for is refused
+// with the clause's path.
+func TestWorkerCascadeFlags(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.yaml")
+	require.NoError(t, os.WriteFile(pol, []byte("kinds:\n  route:\n    escalate: {below: 0.8, to: gpu}\n"), 0o644))
+	build := func(args ...string) (worker.Config, error) {
+		fs := newFlagSet("worker", "worker")
+		var wf workerFlags
+		wf.register(fs)
+		require.NoError(t, parseFlags(fs, append([]string{"--data", dir, "--policy", pol}, args...)))
+		var res resources
+		t.Cleanup(res.close)
+		return wf.build(context.Background(), &res)
+	}
+	cfg, err := build("--queue-name", "cpu", "--escalate", "gpu=gpu")
+	require.NoError(t, err)
+	require.Equal(t, decision.RouteCPU, cfg.Pool)
+	require.Contains(t, cfg.Escalate, decision.RouteGPU)
+
+	_, err = build("--queue-name", "cpu")
+	require.ErrorContains(t, err, "flag --policy: policy: "+pol+": kinds.route.escalate.to: pool gpu is not run here (pools: cpu) (line 3) (this worker serves pool cpu and escalates to none)")
+	cfg, err = build("--queue-name", "gpu")
+	require.NoError(t, err, "the gpu worker is the clause's last stage")
+	require.Equal(t, decision.RouteGPU, cfg.Pool)
+	cfg, err = build("--queue-name", "work")
+	require.NoError(t, err, "a worker that does not know its pool takes each message's")
+	require.Equal(t, decision.RouteAuto, cfg.Pool)
 }
 
 func TestWorkerFlagsBuildLocal(t *testing.T) {
