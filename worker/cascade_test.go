@@ -6,6 +6,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/engine"
 	"github.com/verdict-dev/verdict/internal/queue"
+	"github.com/verdict-dev/verdict/internal/queue/queuetest"
 	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/worker"
@@ -335,4 +337,105 @@ func TestCascadeEnvelopeChecks(t *testing.T) {
 	got, err := queue.UnmarshalEnvelope(b)
 	require.NoError(t, err)
 	require.Equal(t, []decision.Route{decision.RouteCPU}, got.Visited())
+}
+
+// killPolicy escalates every "esc-" decision (a probability is never 1).
+const killPolicy = `
+kinds:
+  esc:
+    match: [{id: '^esc-'}]
+    escalate: {below: 1, to: gpu}
+`
+
+// TestCascadeKill9BetweenStages kills the first stage's worker (kill -9)
+// after it sent a decision on to the gpu pool and published the others,
+// before it deleted the message. The message comes back; a new worker
+// scores it again and sends it on again. Nothing is lost and every
+// decision has one final result: the local queue drops the repeated send
+// by its deduplication id, so the big model scores the decision once; a
+// standard SQS queue takes both, and the two final results are the same
+// bytes.
+func TestCascadeKill9BetweenStages(t *testing.T) {
+	t.Parallel()
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b := setup(t, kind, bundleOpts{maxReceives: 10})
+			var (
+				gq     queue.Queue
+				target string
+				gDepth func() int
+			)
+			switch kind {
+			case "local":
+				lq, err := queue.OpenLocal(queue.LocalConfig{Path: b.spec.QueuePath, Name: "gpu", PollInterval: 20 * time.Millisecond})
+				require.NoError(t, err)
+				t.Cleanup(func() { lq.Close() })
+				gq, target = lq, "gpu"
+				gDepth = func() int {
+					s, err := lq.Stats(ctx)
+					require.NoError(t, err)
+					return s.Visible + s.InFlight
+				}
+			default:
+				moto := queuetest.SharedMoto(t)
+				tq, err := moto.CreateQueue(ctx, "gpu", queuetest.QueueOptions{MaxReceives: 10})
+				require.NoError(t, err)
+				ac := moto.AWS()
+				sq, err := queue.NewSQS(ctx, queue.SQSConfig{URL: tq.URL, Endpoint: moto.Endpoint, AWS: &ac})
+				require.NoError(t, err)
+				gq, target = sq, tq.URL
+				gDepth = func() int {
+					v, f, err := moto.Count(ctx, tq.URL)
+					require.NoError(t, err)
+					return v + f
+				}
+			}
+			b.send(t, envelope("r1", mkDecision("esc-1", "a ticket", "which team?"), mkDecision("plain", "a ticket", "urgent?")))
+
+			spec := b.spec
+			spec.Visibility, spec.Shutdown, spec.Concurrency, spec.MaxMessages = 2*time.Second, 5*time.Second, 1, 1
+			spec.Pool, spec.EscalateTo, spec.Policy = "cpu", target, killPolicy
+			spec.BlockAt = "delete"
+			h := startHelper(t, spec)
+			h.events.wait(t, "escalated", 30*time.Second)
+			h.events.wait(t, "deleting", 30*time.Second)
+			require.NoError(t, h.Process.Signal(syscall.SIGKILL))
+			_ = h.waitExit(t, 10*time.Second)
+			require.Equal(t, 1, b.depth(t), "the first stage's message is still held")
+			eventually(t, 10*time.Second, func() bool { return gDepth() == 1 }, "the escalation was sent before the kill")
+
+			spec.BlockAt = ""
+			h = startHelper(t, spec)
+			h.events.wait(t, "deleting", 30*time.Second)
+			eventually(t, 30*time.Second, func() bool { return b.depth(t) == 0 }, "the first stage's message was deleted")
+			require.NoError(t, h.Process.Signal(syscall.SIGTERM))
+			require.Equal(t, 0, h.waitExit(t, 30*time.Second))
+
+			p, err := policy.Parse([]byte(killPolicy))
+			require.NoError(t, err)
+			big := &fakeScorer{}
+			start(t, worker.Config{Queue: gq, Scorer: big, Sinks: []sink.Sink{b.sink}, Policy: policy.HolderOf(p), Pool: decision.RouteGPU})
+			got := b.waitResults(t, 2, 30*time.Second)
+			eventually(t, 30*time.Second, func() bool { return gDepth() == 0 }, "the gpu queue emptied")
+			got = b.results(t)
+			require.Len(t, got, 2)
+			for key, copies := range got {
+				for _, c := range copies[1:] {
+					require.Equal(t, string(copies[0]), string(c), "a second final result of %s differs", key)
+				}
+			}
+			rec := decode(t, got["r1/esc-1"][0])
+			require.Len(t, rec.Result.Cascade, 2)
+			require.Equal(t, decision.RouteCPU, rec.Result.Cascade[0].Pool)
+			require.Equal(t, decision.RouteGPU, rec.Result.Cascade[1].Pool)
+			require.Empty(t, decode(t, got["r1/plain"][0]).Result.Cascade)
+			if kind == "local" {
+				require.Equal(t, 1, big.callsOf("esc-1"), "the repeated send was dropped by its deduplication id")
+			}
+			require.Zero(t, b.dead(t))
+			t.Logf("%s: the big model scored the escalated decision %d times; copies of its result: %d", kind, big.callsOf("esc-1"), len(got["r1/esc-1"]))
+		})
+	}
 }

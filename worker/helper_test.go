@@ -16,10 +16,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/verdict-dev/verdict/decision"
 	"github.com/verdict-dev/verdict/internal/queue"
 	"github.com/verdict-dev/verdict/internal/queue/queuetest"
 	"github.com/verdict-dev/verdict/internal/results"
 	"github.com/verdict-dev/verdict/internal/sink"
+	"github.com/verdict-dev/verdict/policy"
 	"github.com/verdict-dev/verdict/worker"
 )
 
@@ -32,6 +34,7 @@ import (
 //	ready           the worker is built and the signals are watched
 //	scoring ID,…    a Scorer call for these decisions has started
 //	deleting        a Delete call has started (its records are published)
+//	escalated       decisions were sent on to the gpu pool's queue
 //	signal          the first SIGTERM or SIGINT was received
 const helperEnv = "VERDICT_WORKER_TEST_HELPER"
 
@@ -53,6 +56,26 @@ type helperSpec struct {
 	// or kill the worker at that step. "" blocks nothing ("block"
 	// decisions still block).
 	BlockAt string `json:"block_at,omitempty"`
+	// QueueName names the local queue within QueuePath ("" the default).
+	QueueName string `json:"queue_name,omitempty"`
+	// Pool, EscalateTo and Policy make the worker a cascade's first stage:
+	// it serves Pool, sends what Policy escalates to the gpu pool's queue
+	// EscalateTo (a local queue name within QueuePath, or an SQS URL),
+	// and reports each send ("escalated").
+	Pool       string `json:"pool,omitempty"`
+	EscalateTo string `json:"escalate_to,omitempty"`
+	Policy     string `json:"policy,omitempty"`
+}
+
+// reportingSender reports every successful Send on the helper's output.
+type reportingSender struct{ queue.Sender }
+
+func (s reportingSender) Send(ctx context.Context, msgs []queue.Outgoing) ([]error, error) {
+	errs, err := s.Sender.Send(ctx, msgs)
+	if err == nil {
+		fmt.Println("escalated")
+	}
+	return errs, err
 }
 
 // reportingQueue reports every Delete call on the helper's output, and
@@ -86,7 +109,7 @@ func helperMain(spec string) {
 	switch s.Kind {
 	case "local":
 		var st *results.File
-		if q, err = queue.OpenLocal(queue.LocalConfig{Path: s.QueuePath, MaxReceives: s.MaxReceives, PollInterval: 20 * time.Millisecond}); err == nil {
+		if q, err = queue.OpenLocal(queue.LocalConfig{Path: s.QueuePath, Name: s.QueueName, MaxReceives: s.MaxReceives, PollInterval: 20 * time.Millisecond}); err == nil {
 			st, err = results.OpenFile(s.StorePath)
 			snk = st
 		}
@@ -101,12 +124,38 @@ func helperMain(spec string) {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		os.Exit(2)
 	}
+	var escalate map[decision.Route]queue.Sender
+	if s.EscalateTo != "" {
+		var gq queue.Sender
+		if s.Kind == "local" {
+			gq, err = queue.OpenLocal(queue.LocalConfig{Path: s.QueuePath, Name: s.EscalateTo, PollInterval: 20 * time.Millisecond})
+		} else {
+			m := &queuetest.Moto{Endpoint: s.Endpoint}
+			ac := m.AWS()
+			gq, err = queue.NewSQS(ctx, queue.SQSConfig{URL: s.EscalateTo, Endpoint: s.Endpoint, AWS: &ac})
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			os.Exit(2)
+		}
+		escalate = map[decision.Route]queue.Sender{decision.RouteGPU: reportingSender{gq}}
+	}
+	holder := policy.HolderOf(nil)
+	if s.Policy != "" {
+		p, err := policy.Parse([]byte(s.Policy))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			os.Exit(2)
+		}
+		holder = policy.HolderOf(p)
+	}
 	scorer := &fakeScorer{
 		StartedFunc: func(ids []string) { fmt.Println("scoring", strings.Join(ids, ",")) },
 		BlockAll:    s.BlockAt == "score",
 	}
 	w, err := worker.New(worker.Config{
 		Queue: reportingQueue{Queue: q, block: s.BlockAt == "delete"}, Scorer: scorer, Sinks: []sink.Sink{snk},
+		Pool: decision.Route(s.Pool), Escalate: escalate, Policy: holder,
 		Visibility: s.Visibility, Wait: time.Second, ShutdownTimeout: s.Shutdown, RetryBase: worker.None,
 		Concurrency: s.Concurrency, MaxMessages: s.MaxMessages, Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
