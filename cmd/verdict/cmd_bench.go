@@ -38,7 +38,11 @@ func runBench(ctx context.Context, args []string) error {
 	indep := fs.Int("independent", 64, "W3: number of independent decisions")
 	conc := fs.String("concurrency", "4,16", "W3: comma-separated concurrent-caller counts, a row each (fairness: p95/p50 at each)")
 	indepTokens := fs.Int("independent-tokens", 200, "W3: state length in tokens")
-	workloads := fs.String("workloads", "w0,w1,w2,w3", "workloads to run")
+	workloads := fs.String("workloads", "w0,w1,w2,w3", "workloads to run (w4 or cascade: a small model first, --model only for the decisions it is unsure of, against --model alone)")
+	cascadeSmall := fs.String("cascade-small", "", "W4: the small model of the cascade (default: a synthetic 'tiny' model under --data; --model is the big one)")
+	cascadeBelow := fs.Float64("cascade-below", 0, "W4: escalate when the small model's top probability is below this (default: the bound that escalates --cascade-escalate of the decisions)")
+	cascadeEscalate := fs.Float64("cascade-escalate", bench.DefaultCascadeEscalate, "W4: share of the decisions to escalate when --cascade-below is not given")
+	cascadeN := fs.Int("cascade-decisions", 48, "W4: number of independent decisions (--independent-tokens each)")
 	out := fs.String("out", "bench-results.json", "write the report as JSON here (\"\" = don't)")
 	data := fs.String("data", ".verdict", "where synthetic models are cached")
 	flashAttn := fs.String("flash-attn", "auto", "flash attention: auto, on or off")
@@ -69,6 +73,15 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	if *settle < 0 {
 		return fmt.Errorf("flag --settle: must be >= 0, got %v", *settle)
+	}
+	if *cascadeBelow < 0 || *cascadeBelow > 1 {
+		return fmt.Errorf("flag --cascade-below: must be in (0, 1], got %v", *cascadeBelow)
+	}
+	if !(*cascadeEscalate > 0 && *cascadeEscalate <= 1) {
+		return fmt.Errorf("flag --cascade-escalate: must be in (0, 1], got %v", *cascadeEscalate)
+	}
+	if *cascadeN < 1 {
+		return fmt.Errorf("flag --cascade-decisions: must be >= 1, got %d", *cascadeN)
 	}
 	var quants []string
 	for _, q := range strings.Split(*quant, ",") {
@@ -104,7 +117,13 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		cfg.PrefillThreads = append(cfg.PrefillThreads, n)
 	}
+	cfg.CascadeSmall, cfg.CascadeBelow, cfg.CascadeEscalate, cfg.CascadeDecisions = *cascadeSmall, *cascadeBelow, *cascadeEscalate, *cascadeN
 	var err error
+	if cfg.CascadeSmall == "" && (strings.Contains(*workloads, "w4") || strings.Contains(*workloads, "cascade")) {
+		if cfg.CascadeSmall, err = synthModel(*data, "tiny"); err != nil {
+			return err
+		}
+	}
 	if cfg.Model == "" {
 		if cfg.Model, err = synthModel(*data, "medium"); err != nil {
 			return err

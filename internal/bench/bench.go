@@ -82,6 +82,19 @@ type Config struct {
 	// them alike; rows report the median round and the spread, and ratios
 	// are taken between modes of the same round. Defaults to 3.
 	Rounds int
+	// CascadeSmall is the small model of W4, the cascade (Model is its big
+	// one). W4 runs when it is set.
+	CascadeSmall string
+	// CascadeBelow escalates W4's decisions whose small-model top
+	// probability is below it; 0 chooses the bound that escalates
+	// CascadeEscalate of them.
+	CascadeBelow float64
+	// CascadeEscalate is the share of W4's decisions to escalate when
+	// CascadeBelow is 0. Defaults to DefaultCascadeEscalate.
+	CascadeEscalate float64
+	// CascadeDecisions is the number of W4 decisions (independent states of
+	// IndependentTokens). Defaults to 48.
+	CascadeDecisions int
 	// Log receives progress lines. Defaults to io.Discard.
 	Log io.Writer
 }
@@ -100,6 +113,10 @@ func (c *Config) defaults() {
 	def(&c.Independent, 64)
 	def(&c.IndependentTokens, 200)
 	def(&c.Rounds, 3)
+	def(&c.CascadeDecisions, 48)
+	if c.CascadeEscalate <= 0 {
+		c.CascadeEscalate = DefaultCascadeEscalate
+	}
 	if len(c.Clients) == 0 {
 		c.Clients = []int{4, 16}
 	}
@@ -127,7 +144,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return rep, err
 		}
 	}
-	if !want["w1"] && !want["w2"] && !want["w3"] {
+	cascade := (want["w4"] || want["cascade"]) && cfg.CascadeSmall != ""
+	if !want["w1"] && !want["w2"] && !want["w3"] && !cascade {
 		return rep, nil
 	}
 	// Engines start cold for every measurement: fresh has no prefix cache,
@@ -164,6 +182,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if want["w3"] {
 		if err := runIndependent(ctx, cfg, rep, fresh, threads); err != nil {
+			return rep, err
+		}
+	}
+	if cascade {
+		if err := runCascade(ctx, cfg, rep, fresh, threads); err != nil {
 			return rep, err
 		}
 	}

@@ -51,6 +51,9 @@ type Row struct {
 	// AvgPrefix and AvgSuffix are the mean state-prefix and suffix lengths.
 	AvgPrefix float64 `json:"avg_prefix_tokens,omitempty"`
 	AvgSuffix float64 `json:"avg_suffix_tokens,omitempty"`
+	// EscalationRate is the share of decisions the cascade (W4) sent on to
+	// the big model.
+	EscalationRate float64 `json:"escalation_rate,omitempty"`
 }
 
 // Report is the whole run.
@@ -173,6 +176,13 @@ func (r *Report) WriteTable(w io.Writer) {
 			continue
 		}
 		vs := fmt.Sprintf("%.2fx [%.2f–%.2f]", row.SpeedupVsFresh, row.SpeedupMin, row.SpeedupMax)
+		if row.MinimalTokens == 0 {
+			// W4: no token bound; "vs fresh" is against the big model alone.
+			fmt.Fprintf(w, "%-18s %-17s %-3d %4d %9s %18s %8.1f %8.1f %6.2fx %8d %8d %7s %17s %6s %5.1f%%  %s, %.0f%% escalated\n",
+				row.Workload, row.Mode, row.Threads, row.Decisions, "-", dps, row.P50Ms, row.P95Ms, tailRatio(row),
+				row.TokensSubmitted, row.TokensEvaluated, "-", vs, "-", 100*row.DecodeShare, row.Model, 100*row.EscalationRate)
+			continue
+		}
 		fmt.Fprintf(w, "%-18s %-17s %-3d %4d %9s %18s %8.1f %8.1f %6.2fx %8d %8d %6.2fx %17s %5.0f%% %5.1f%%\n",
 			row.Workload, row.Mode, row.Threads, row.Decisions, fmt.Sprintf("%.0f+%.0f", row.AvgPrefix, row.AvgSuffix), dps, row.P50Ms, row.P95Ms, tailRatio(row),
 			row.TokensSubmitted, row.TokensEvaluated, row.TokenBound, vs, 100*row.OfBound, 100*row.DecodeShare)

@@ -1,0 +1,222 @@
+//go:build cgo
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/verdict-dev/verdict/decision"
+	"github.com/verdict-dev/verdict/engine"
+	"github.com/verdict-dev/verdict/engine/llamacpp"
+	"github.com/verdict-dev/verdict/policy"
+)
+
+// DefaultCascadeEscalate is the share of decisions the cascade workload
+// sends on to the big model when no threshold is given.
+const DefaultCascadeEscalate = 0.3
+
+// cascadeThreshold is the p_max bound under which the small model's
+// answer escalates: cfg.CascadeBelow when set, else the quantile of the
+// small model's top probabilities that escalates cfg.CascadeEscalate of
+// the decisions (synthetic models say nothing of accuracy, so the bound
+// is chosen for a known escalation rate).
+func cascadeThreshold(ctx context.Context, cfg Config, small engine.Scorer, ds []decision.Decision) (float64, error) {
+	if cfg.CascadeBelow > 0 {
+		return cfg.CascadeBelow, nil
+	}
+	rs, err := scoreChecked(ctx, small, ds)
+	if err != nil {
+		return 0, err
+	}
+	tops := make([]float64, len(rs))
+	for i := range rs {
+		tops[i] = slices.Max(rs[i].Probabilities)
+	}
+	slices.Sort(tops)
+	k := int(math.Round(cfg.CascadeEscalate * float64(len(tops))))
+	if k <= 0 {
+		return tops[0] / 2, nil
+	}
+	if k >= len(tops) {
+		return 1, nil
+	}
+	// Halfway between the k-th smallest and the next: exactly k escalate.
+	return (tops[k-1] + tops[k]) / 2, nil
+}
+
+// cascadePolicy escalates every decision whose top probability is below
+// t from the cpu pool to the gpu pool: the same policy code the workers
+// run.
+func cascadePolicy(t float64) (*policy.Policy, error) {
+	return policy.Parse([]byte(fmt.Sprintf("kinds:\n  default:\n    escalate: {below: %g, to: gpu}\n", math.Min(t, 1))))
+}
+
+// runCascade measures W4: a small model first, the big one (cfg.Model)
+// only for the decisions the small one is unsure of, against the big model
+// alone, on W3's independent decisions sent one at a time (a serial
+// caller; each decision's latency is its stages' together). Both modes
+// get new engines every round.
+func runCascade(ctx context.Context, cfg Config, rep *Report, fresh *llamacpp.Engine, threads int) error {
+	const name = "W4 cascade"
+	ds, err := independent(fresh, cfg.CascadeDecisions, cfg.IndependentTokens)
+	if err != nil {
+		return err
+	}
+	open := func(path string) (*llamacpp.Engine, error) {
+		return llamacpp.New(llamacpp.Options{ModelPath: path, Threads: cfg.Threads, GPULayers: cfg.GPULayers, FlashAttention: cfg.FlashAttention,
+			BranchBatchTokens: cfg.BranchBatchTokens, PrefixCacheTokens: cfg.PrefixCacheTokens, PrefixCacheStore: cfg.PrefixCacheStore})
+	}
+	small, err := open(cfg.CascadeSmall)
+	if err != nil {
+		return fmt.Errorf("cascade small model: %w", err)
+	}
+	smallName := small.Identity().Name
+	t, err := cascadeThreshold(ctx, cfg, small, ds)
+	small.Close()
+	if err != nil {
+		return err
+	}
+	pol, err := cascadePolicy(t)
+	if err != nil {
+		return err
+	}
+	bigName := fresh.Identity().Name
+	fmt.Fprintf(cfg.Log, "%s: %d decisions, small %s, big %s, escalate below p_max %.4f, %d rounds\n", name, len(ds), smallName, bigName, t, cfg.Rounds)
+
+	escalated := make([]int, cfg.Rounds)
+	round := 0
+	mk := func(mode, model string) Row {
+		return Row{Workload: name, Mode: mode, Model: model, Threads: threads, Decisions: len(ds)}
+	}
+	modes := []func() (Row, error){
+		func() (Row, error) {
+			fmt.Fprintf(cfg.Log, "%s: big alone\n", name)
+			big, err := open(cfg.Model)
+			if err != nil {
+				return Row{}, err
+			}
+			defer big.Close()
+			row := mk("big alone", bigName)
+			err = measureAll([]*llamacpp.Engine{big}, &row, func() ([]time.Duration, error) { return scoreOne(ctx, big, ds) })
+			return row, err
+		},
+		func() (Row, error) {
+			fmt.Fprintf(cfg.Log, "%s: cascade\n", name)
+			small, err := open(cfg.CascadeSmall)
+			if err != nil {
+				return Row{}, err
+			}
+			defer small.Close()
+			big, err := open(cfg.Model)
+			if err != nil {
+				return Row{}, err
+			}
+			defer big.Close()
+			row := mk("cascade", smallName+"→"+bigName)
+			n := 0
+			err = measureAll([]*llamacpp.Engine{small, big}, &row, func() ([]time.Duration, error) {
+				var lat []time.Duration
+				for _, d := range ds {
+					start := time.Now()
+					up, err := cascadeOne(ctx, pol, small, big, d)
+					if err != nil {
+						return nil, err
+					}
+					if up {
+						n++
+					}
+					lat = append(lat, time.Since(start))
+				}
+				return lat, nil
+			})
+			escalated[round] = n
+			round++
+			return row, err
+		},
+	}
+	samples, err := runRounds(cfg.Rounds, cfg.Settle, modes)
+	if err != nil {
+		return err
+	}
+	rep.Notes = append(rep.Notes,
+		fmt.Sprintf("%s: escalated %d of %d decisions (%.0f%%) below p_max %.4f of %s; the policy's escalate clause decides, as on a worker",
+			name, escalated[0], len(ds), 100*float64(escalated[0])/float64(len(ds)), t, smallName),
+		together(name+": cascade vs big alone", samples[0], samples[1]))
+	for _, s := range samples {
+		r := s.median()
+		ratios := make([]float64, len(s))
+		for k := range s {
+			ratios[k] = s[k].DecisionsPerSec / samples[0][k].DecisionsPerSec
+		}
+		r.SpeedupVsFresh, r.SpeedupMin, r.SpeedupMax = Spread(ratios)
+		r.EscalationRate = 0
+		if r.Mode == "cascade" {
+			r.EscalationRate = float64(escalated[0]) / float64(len(ds))
+		}
+		rep.Rows = append(rep.Rows, r)
+	}
+	return nil
+}
+
+// cascadeOne scores d on the small engine under the cascade policy and,
+// when the policy escalates it, again on the big one. It reports whether
+// it escalated.
+func cascadeOne(ctx context.Context, p *policy.Policy, small, big engine.Scorer, d decision.Decision) (bool, error) {
+	first := policy.Stage{Pool: decision.RouteCPU, Pools: []decision.Route{decision.RouteCPU, decision.RouteGPU}}
+	rs, err := p.Apply(ctx, policy.Caller{Stage: first}, []decision.Decision{d}, small.Score)
+	if err != nil {
+		return false, err
+	}
+	if err := resultError(rs); err != nil {
+		return false, err
+	}
+	o := rs[0].Outcome
+	if o == nil || o.Status != decision.StatusEscalate {
+		return false, nil
+	}
+	rs, err = p.Apply(ctx, policy.Caller{Stage: first.Next(o.Escalate)}, []decision.Decision{d}, big.Score)
+	if err != nil {
+		return true, err
+	}
+	return true, resultError(rs)
+}
+
+// measureAll is measure over several engines: their counters summed.
+func measureAll(es []*llamacpp.Engine, row *Row, fn func() ([]time.Duration, error)) error {
+	before := make([]llamacpp.Stats, len(es))
+	for i, e := range es {
+		before[i] = e.Stats()
+	}
+	start := time.Now()
+	lat, err := fn()
+	if err != nil {
+		return err
+	}
+	wall := time.Since(start)
+	row.WallSeconds = wall.Seconds()
+	row.DecisionsPerSec = float64(row.Decisions) / wall.Seconds()
+	row.P50Ms, row.P95Ms = pct(lat, 50), pct(lat, 95)
+	var decode int64
+	for i, e := range es {
+		after := e.Stats()
+		row.TokensSubmitted += after.TokensSubmitted - before[i].TokensSubmitted
+		row.TokensEvaluated += after.TokensEvaluated - before[i].TokensEvaluated
+		decode += after.DecodeNanos - before[i].DecodeNanos
+	}
+	row.DecodeShare = float64(decode) / 1e9 / wall.Seconds()
+	return nil
+}
+
+// resultError is the first per-decision error of rs.
+func resultError(rs []decision.Result) error {
+	for _, r := range rs {
+		if r.Error != nil {
+			return fmt.Errorf("bench: %s: %s", r.ID, r.Error.Message)
+		}
+	}
+	return nil
+}
