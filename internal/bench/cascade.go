@@ -58,8 +58,9 @@ func cascadePolicy(t float64) (*policy.Policy, error) {
 // runCascade measures W4: a small model first, the big one (cfg.Model)
 // only for the decisions the small one is unsure of, against the big model
 // alone, on W3's independent decisions sent one at a time (a serial
-// caller; each decision's latency is its stages' together). Both modes
-// get new engines every round.
+// caller). The cascade's stages run one after the other, each decision's
+// latency its stages' together; decisions/s counts both stages' time.
+// Both modes get new engines every round.
 func runCascade(ctx context.Context, cfg Config, rep *Report, fresh *llamacpp.Engine, threads int) error {
 	const name = "W4 cascade"
 	ds, err := independent(fresh, cfg.CascadeDecisions, cfg.IndependentTokens)
@@ -101,7 +102,10 @@ func runCascade(ctx context.Context, cfg Config, rep *Report, fresh *llamacpp.En
 			}
 			defer big.Close()
 			row := mk("big alone", bigName)
-			err = measureAll([]*llamacpp.Engine{big}, &row, func() ([]time.Duration, error) { return scoreOne(ctx, big, ds) })
+			err = measureAll([]*llamacpp.Engine{big}, &row, func() ([]time.Duration, time.Duration, error) {
+				lat, err := scoreOne(ctx, big, ds)
+				return lat, 0, err
+			})
 			return row, err
 		},
 		func() (Row, error) {
@@ -118,20 +122,37 @@ func runCascade(ctx context.Context, cfg Config, rep *Report, fresh *llamacpp.En
 			defer big.Close()
 			row := mk("cascade", smallName+"→"+bigName)
 			n := 0
-			err = measureAll([]*llamacpp.Engine{small, big}, &row, func() ([]time.Duration, error) {
-				var lat []time.Duration
-				for _, d := range ds {
+			// The stages run one after the other, as two pools on machines
+			// of their own would: on one machine two engines' threads
+			// spinning at once slow each other, so the bench waits for the
+			// CPUs to be quiet between them (not timed).
+			err = measureAll([]*llamacpp.Engine{small, big}, &row, func() ([]time.Duration, time.Duration, error) {
+				first := policy.Stage{Pool: decision.RouteCPU, Pools: []decision.Route{decision.RouteCPU, decision.RouteGPU}}
+				lat := make([]time.Duration, len(ds))
+				var up []int
+				for i, d := range ds {
 					start := time.Now()
-					up, err := cascadeOne(ctx, pol, small, big, d)
+					o, err := applyOne(ctx, pol, first, small, d)
 					if err != nil {
-						return nil, err
+						return nil, 0, err
 					}
-					if up {
-						n++
+					lat[i] = time.Since(start)
+					if o != nil && o.Status == decision.StatusEscalate {
+						up = append(up, i)
 					}
-					lat = append(lat, time.Since(start))
 				}
-				return lat, nil
+				pause := time.Now()
+				Quiet(ctx, cfg.Settle)
+				untimed := time.Since(pause)
+				for _, i := range up {
+					start := time.Now()
+					if _, err := applyOne(ctx, pol, first.Next(decision.RouteGPU), big, ds[i]); err != nil {
+						return nil, 0, err
+					}
+					lat[i] += time.Since(start)
+				}
+				n = len(up)
+				return lat, untimed, nil
 			})
 			escalated[round] = n
 			round++
@@ -162,41 +183,32 @@ func runCascade(ctx context.Context, cfg Config, rep *Report, fresh *llamacpp.En
 	return nil
 }
 
-// cascadeOne scores d on the small engine under the cascade policy and,
-// when the policy escalates it, again on the big one. It reports whether
-// it escalated.
-func cascadeOne(ctx context.Context, p *policy.Policy, small, big engine.Scorer, d decision.Decision) (bool, error) {
-	first := policy.Stage{Pool: decision.RouteCPU, Pools: []decision.Route{decision.RouteCPU, decision.RouteGPU}}
-	rs, err := p.Apply(ctx, policy.Caller{Stage: first}, []decision.Decision{d}, small.Score)
+// applyOne scores d on sc at stage st under the cascade policy and returns
+// its outcome.
+func applyOne(ctx context.Context, p *policy.Policy, st policy.Stage, sc engine.Scorer, d decision.Decision) (*decision.Outcome, error) {
+	rs, err := p.Apply(ctx, policy.Caller{Stage: st}, []decision.Decision{d}, sc.Score)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if err := resultError(rs); err != nil {
-		return false, err
+		return nil, err
 	}
-	o := rs[0].Outcome
-	if o == nil || o.Status != decision.StatusEscalate {
-		return false, nil
-	}
-	rs, err = p.Apply(ctx, policy.Caller{Stage: first.Next(o.Escalate)}, []decision.Decision{d}, big.Score)
-	if err != nil {
-		return true, err
-	}
-	return true, resultError(rs)
+	return rs[0].Outcome, nil
 }
 
-// measureAll is measure over several engines: their counters summed.
-func measureAll(es []*llamacpp.Engine, row *Row, fn func() ([]time.Duration, error)) error {
+// measureAll is measure over several engines (their counters summed),
+// leaving out of the wall time what fn says it spent untimed.
+func measureAll(es []*llamacpp.Engine, row *Row, fn func() (lat []time.Duration, untimed time.Duration, err error)) error {
 	before := make([]llamacpp.Stats, len(es))
 	for i, e := range es {
 		before[i] = e.Stats()
 	}
 	start := time.Now()
-	lat, err := fn()
+	lat, untimed, err := fn()
 	if err != nil {
 		return err
 	}
-	wall := time.Since(start)
+	wall := time.Since(start) - untimed
 	row.WallSeconds = wall.Seconds()
 	row.DecisionsPerSec = float64(row.Decisions) / wall.Seconds()
 	row.P50Ms, row.P95Ms = pct(lat, 50), pct(lat, 95)

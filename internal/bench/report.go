@@ -178,9 +178,13 @@ func (r *Report) WriteTable(w io.Writer) {
 		vs := fmt.Sprintf("%.2fx [%.2f–%.2f]", row.SpeedupVsFresh, row.SpeedupMin, row.SpeedupMax)
 		if row.MinimalTokens == 0 {
 			// W4: no token bound; "vs fresh" is against the big model alone.
-			fmt.Fprintf(w, "%-18s %-17s %-3d %4d %9s %18s %8.1f %8.1f %6.2fx %8d %8d %7s %17s %6s %5.1f%%  %s, %.0f%% escalated\n",
+			what := row.Model
+			if row.Mode == "cascade" {
+				what += fmt.Sprintf(", %.0f%% escalated", 100*row.EscalationRate)
+			}
+			fmt.Fprintf(w, "%-18s %-17s %-3d %4d %9s %18s %8.1f %8.1f %6.2fx %8d %8d %7s %17s %6s %5.1f%%  %s\n",
 				row.Workload, row.Mode, row.Threads, row.Decisions, "-", dps, row.P50Ms, row.P95Ms, tailRatio(row),
-				row.TokensSubmitted, row.TokensEvaluated, "-", vs, "-", 100*row.DecodeShare, row.Model, 100*row.EscalationRate)
+				row.TokensSubmitted, row.TokensEvaluated, "-", vs, "-", 100*row.DecodeShare, what)
 			continue
 		}
 		fmt.Fprintf(w, "%-18s %-17s %-3d %4d %9s %18s %8.1f %8.1f %6.2fx %8d %8d %6.2fx %17s %5.0f%% %5.1f%%\n",
