@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -60,7 +61,8 @@ func awsCLI(t *testing.T, endpoint string, out any, args ...string) {
 // TestTemplateCreatesInMoto creates the stack in moto_server (every
 // resource type moto's CloudFormation knows), then reads back what the
 // code depends on: the results table's keys and index, the names and
-// settings handed to the workers and the front door. The scaling
+// settings handed to the workers and the front door, and the cascade
+// (checkCascadeInMoto; a second stack is given GpuModelS3Uri). The scaling
 // resources, which moto's CloudFormation skips, are then sent through
 // moto's Application Auto Scaling and CloudWatch APIs with their
 // template properties resolved against the stack, so the AWS CLI's model
@@ -121,42 +123,24 @@ func TestTemplateCreatesInMoto(t *testing.T) {
 		// moto's SageMaker knows an older list of instance types than AWS.
 		"EndpointInstanceType": "ml.g4dn.xlarge",
 	}
-	args := []string{"cloudformation", "create-stack", "--stack-name", "verdict", "--template-body", "file://" + tplPath,
-		"--capabilities", "CAPABILITY_IAM", "--parameters"}
-	for k, v := range params {
-		args = append(args, "ParameterKey="+k+",ParameterValue="+v)
-	}
-	cli(nil, args...)
-	var stacks struct {
-		Stacks []struct{ StackStatus, StackStatusReason string }
-	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		cli(&stacks, "cloudformation", "describe-stacks", "--stack-name", "verdict")
-		if s := stacks.Stacks[0].StackStatus; s != "CREATE_IN_PROGRESS" || time.Now().After(deadline) {
-			break
-		}
-	}
-	if s := stacks.Stacks[0]; s.StackStatus != "CREATE_COMPLETE" {
-		t.Fatalf("create-stack: %s %s", s.StackStatus, s.StackStatusReason)
-	}
-	var listed struct {
-		StackResourceSummaries []struct{ LogicalResourceId, PhysicalResourceId, ResourceType, ResourceStatus string }
-	}
-	cli(&listed, "cloudformation", "list-stack-resources", "--stack-name", "verdict")
-	physical, created := map[string]string{}, map[string]bool{}
-	for _, r := range listed.StackResourceSummaries {
-		if r.LogicalResourceId != "" {
-			physical[r.LogicalResourceId], created[r.LogicalResourceId] = r.PhysicalResourceId, true
-			if r.ResourceStatus != "CREATE_COMPLETE" {
-				t.Errorf("%s: %s", r.LogicalResourceId, r.ResourceStatus)
+	physical := createStack(t, cli, "verdict", tplPath, params)
+	for name, r := range resources {
+		if typ := str(at(r, "Type")); !motoLacks[typ] {
+			if _, ok := physical[name]; !ok {
+				t.Errorf("moto did not create %s (%s)", name, typ)
 			}
 		}
 	}
-	for name, r := range resources {
-		if typ := str(at(r, "Type")); !motoLacks[typ] && !created[name] {
-			t.Errorf("moto did not create %s (%s)", name, typ)
-		}
+
+	// The cascade as moto resolved it: with today's parameters both pools
+	// load ModelS3Uri; a second stack given GpuModelS3Uri loads it on the
+	// GPU pool only, and the task role may read both buckets.
+	checkCascadeInMoto(t, cli, raw, physical, params)
+	withGpuModel := map[string]string{"GpuModelS3Uri": "s3://verdict-gpu-models/big/model.gguf"}
+	for k, v := range params {
+		withGpuModel[k] = v
 	}
+	checkCascadeInMoto(t, cli, raw, createStack(t, cli, "verdict-gpu-model", tplPath, withGpuModel), withGpuModel)
 
 	// The results table as the code reads it. moto's CloudFormation does
 	// not apply TimeToLiveSpecification and does not report
@@ -278,6 +262,146 @@ func TestTemplateCreatesInMoto(t *testing.T) {
 	sort.Strings(scaled)
 	if fmt.Sprint(scaled) != fmt.Sprint(services) {
 		t.Errorf("scalable targets %v, want the services %v", scaled, services)
+	}
+}
+
+// createStack creates the template as stack in moto and waits for it;
+// it answers the physical id of each resource created, all of which must
+// be CREATE_COMPLETE.
+func createStack(t *testing.T, cli func(out any, args ...string), stack, tplPath string, params map[string]string) map[string]string {
+	t.Helper()
+	args := []string{"cloudformation", "create-stack", "--stack-name", stack, "--template-body", "file://" + tplPath,
+		"--capabilities", "CAPABILITY_IAM", "--parameters"}
+	for k, v := range params {
+		args = append(args, "ParameterKey="+k+",ParameterValue="+v)
+	}
+	cli(nil, args...)
+	var stacks struct {
+		Stacks []struct{ StackStatus, StackStatusReason string }
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		cli(&stacks, "cloudformation", "describe-stacks", "--stack-name", stack)
+		if s := stacks.Stacks[0].StackStatus; s != "CREATE_IN_PROGRESS" || time.Now().After(deadline) {
+			break
+		}
+	}
+	if s := stacks.Stacks[0]; s.StackStatus != "CREATE_COMPLETE" {
+		t.Fatalf("create-stack %s: %s %s", stack, s.StackStatus, s.StackStatusReason)
+	}
+	var listed struct {
+		StackResourceSummaries []struct{ LogicalResourceId, PhysicalResourceId, ResourceType, ResourceStatus string }
+	}
+	cli(&listed, "cloudformation", "list-stack-resources", "--stack-name", stack)
+	physical := map[string]string{}
+	for _, r := range listed.StackResourceSummaries {
+		if r.LogicalResourceId != "" {
+			physical[r.LogicalResourceId] = r.PhysicalResourceId
+			if r.ResourceStatus != "CREATE_COMPLETE" {
+				t.Errorf("%s: %s: %s", stack, r.LogicalResourceId, r.ResourceStatus)
+			}
+		}
+	}
+	return physical
+}
+
+// checkCascadeInMoto reads back what moto stored for the worker task
+// definitions and the task role of a stack created with params: each
+// worker's VERDICT_POOL after the queue it reads, the CPU worker's
+// VERDICT_ESCALATE naming the GPU queue's URL, the model each pool's init
+// container copies (GpuModelS3Uri on the GPU pool when given, ModelS3Uri
+// otherwise), and the role's permission to send to the GPU queue and to
+// read each model's bucket.
+func checkCascadeInMoto(t *testing.T, cli func(out any, args ...string), raw obj, physical, params map[string]string) {
+	t.Helper()
+	queues := map[string]string{physical["CpuQueue"]: "cpu", physical["GpuQueue"]: "gpu"}
+	gpuQueue := physical["GpuQueue"]
+	if !strings.HasPrefix(gpuQueue, "http") {
+		t.Fatalf("GpuQueue's physical id %q is not its URL", gpuQueue)
+	}
+	models := map[string]string{"cpu": params["ModelS3Uri"], "gpu": params["ModelS3Uri"]}
+	if v := params["GpuModelS3Uri"]; v != "" {
+		models["gpu"] = v
+	}
+	seen := map[string]bool{}
+	for _, td := range resourcesOf(raw, "AWS::ECS::TaskDefinition") {
+		var d struct {
+			TaskDefinition struct {
+				ContainerDefinitions []struct {
+					Name        string
+					Command     []string
+					Environment []struct{ Name, Value string }
+				}
+			}
+		}
+		cli(&d, "ecs", "describe-task-definition", "--task-definition", physical[td])
+		copies := map[string]string{}
+		for _, c := range d.TaskDefinition.ContainerDefinitions {
+			if len(c.Command) >= 3 && c.Command[0] == "s3" && c.Command[1] == "cp" {
+				copies[c.Name] = c.Command[2]
+			}
+		}
+		for _, c := range d.TaskDefinition.ContainerDefinitions {
+			if len(c.Command) == 0 || c.Command[0] != "worker" {
+				continue
+			}
+			e := map[string]string{}
+			for _, kv := range c.Environment {
+				e[kv.Name] = kv.Value
+			}
+			pool := queues[e["VERDICT_QUEUE_URL"]]
+			seen[pool] = true
+			if pool == "" {
+				t.Errorf("%s: VERDICT_QUEUE_URL %q is neither the cpu nor the gpu queue", td, e["VERDICT_QUEUE_URL"])
+				continue
+			}
+			if e["VERDICT_POOL"] != pool {
+				t.Errorf("%s: VERDICT_POOL %q, want %q", td, e["VERDICT_POOL"], pool)
+			}
+			want := map[string]string{"cpu": "gpu=" + gpuQueue, "gpu": ""}[pool]
+			if e["VERDICT_ESCALATE"] != want {
+				t.Errorf("%s: VERDICT_ESCALATE %q, want %q", td, e["VERDICT_ESCALATE"], want)
+			}
+			if got := copies["model"]; got != models[pool] {
+				t.Errorf("%s (GpuModelS3Uri %q): the model container copies %q, want %q", td, params["GpuModelS3Uri"], got, models[pool])
+			}
+		}
+	}
+	if !seen["cpu"] || !seen["gpu"] {
+		t.Errorf("worker pools found: %v, want cpu and gpu", seen)
+	}
+
+	// The task role, as moto stored its inline policy. (moto's ECS does
+	// not keep a task definition's TaskRoleArn from CloudFormation; that
+	// the workers run as WorkerTaskRole is checked statically, checkCascade.)
+	// moto 5 hands back a role policy created by CloudFormation as a
+	// Python repr ('…' for "…"); this policy has no quotes in its strings.
+	var rp struct{ PolicyDocument any }
+	cli(&rp, "iam", "get-role-policy", "--role-name", physical["WorkerTaskRole"], "--policy-name", "worker")
+	doc := rp.PolicyDocument
+	if s, ok := doc.(string); ok {
+		if json.Unmarshal([]byte(s), &doc) != nil {
+			if err := json.Unmarshal([]byte(strings.ReplaceAll(s, "'", `"`)), &doc); err != nil {
+				t.Fatalf("WorkerTaskRole's policy %q: %v", s, err)
+			}
+		}
+	}
+	grants := func(action, resource string) bool {
+		ss, _ := at(doc, "Statement").([]any)
+		for _, s := range ss {
+			if at(s, "Effect") == "Allow" && slices.Contains(stringsOf(at(s, "Action")), action) && slices.Contains(stringsOf(at(s, "Resource")), resource) {
+				return true
+			}
+		}
+		return false
+	}
+	gpuQueueArn := "arn:aws:sqs:us-east-1:123456789012:" + gpuQueue[strings.LastIndex(gpuQueue, "/")+1:]
+	if !grants("sqs:SendMessage", gpuQueueArn) {
+		t.Errorf("WorkerTaskRole may not sqs:SendMessage to %s (the CPU workers escalate there): %v", gpuQueueArn, doc)
+	}
+	for _, m := range models {
+		if !grants("s3:GetObject", s3Resource(m)) {
+			t.Errorf("WorkerTaskRole may not s3:GetObject on %s (model %s): %v", s3Resource(m), m, doc)
+		}
 	}
 }
 

@@ -22,8 +22,10 @@ type template struct {
 		Type           string `json:"Type"`
 		AllowedPattern string `json:"AllowedPattern"`
 	} `json:"Parameters"`
-	Resources map[string]struct {
+	Conditions map[string]any `json:"Conditions"`
+	Resources  map[string]struct {
 		Type       string          `json:"Type"`
+		Condition  string          `json:"Condition"`
 		DependsOn  []string        `json:"DependsOn"`
 		Properties json.RawMessage `json:"Properties"`
 	} `json:"Resources"`
@@ -52,10 +54,19 @@ var subVar = regexp.MustCompile(`\$\{([^}!][^}]*)\}`)
 
 // checkReferences walks every value: Ref, Fn::GetAtt, Fn::Sub and
 // DependsOn must name a parameter, a resource or a pseudo parameter the
-// template has; every parameter must be used.
+// template has; every parameter must be used. Fn::If and Condition must
+// name a condition of the Conditions section, whose Refs may name only
+// parameters; every condition must be used.
 func checkReferences(tpl template, raw any) problems {
 	var p problems
-	used := map[string]bool{}
+	used, usedCond := map[string]bool{}, map[string]bool{}
+	cond := func(c any, where string) {
+		n, _ := c.(string)
+		usedCond[n] = true
+		if _, ok := tpl.Conditions[n]; !ok {
+			p.add("%s: %v is not a condition of the Conditions section", where, c)
+		}
+	}
 	isResource := func(n string) bool { _, ok := tpl.Resources[n]; return ok }
 	isParam := func(n string) bool { _, ok := tpl.Parameters[n]; return ok }
 	name := func(n, where string) {
@@ -77,6 +88,16 @@ func checkReferences(tpl template, raw any) problems {
 					if r, ok := g[0].(string); !ok || !isResource(r) {
 						p.add("%s: Fn::GetAtt of %v, not a resource", where, g[0])
 					}
+					return
+				}
+				if f, ok := x["Fn::If"].([]any); ok && len(f) == 3 {
+					cond(f[0], where+" Fn::If")
+					walk(f[1], where+" Fn::If", local)
+					walk(f[2], where+" Fn::If", local)
+					return
+				}
+				if c, ok := x["Condition"]; ok {
+					cond(c, where+" Condition")
 					return
 				}
 				if s, ok := x["Fn::Sub"]; ok {
@@ -114,7 +135,35 @@ func checkReferences(tpl template, raw any) problems {
 	top := raw.(map[string]any)
 	walk(top["Resources"], "Resources", nil)
 	walk(top["Outputs"], "Outputs", nil)
+	for n, o := range tpl.Outputs {
+		if c, ok := at(o, "Condition").(string); ok {
+			cond(c, "Outputs."+n+".Condition")
+		}
+	}
+	for n, c := range tpl.Conditions {
+		walk(c, "Conditions."+n, nil)
+	}
+	var inConditions func(v any, where string)
+	inConditions = func(v any, where string) {
+		switch x := v.(type) {
+		case map[string]any:
+			if r, ok := x["Ref"].(string); ok && isResource(r) {
+				p.add("%s: Ref %q: a condition may refer only to parameters", where, r)
+			}
+			for k, vv := range x {
+				inConditions(vv, where+"."+k)
+			}
+		case []any:
+			for _, vv := range x {
+				inConditions(vv, where)
+			}
+		}
+	}
+	inConditions(top["Conditions"], "Conditions")
 	for n, r := range tpl.Resources {
+		if r.Condition != "" {
+			cond(r.Condition, "Resources."+n+".Condition")
+		}
 		for _, d := range r.DependsOn {
 			if !isResource(d) {
 				p.add("Resources.%s.DependsOn: %q is not a resource", n, d)
@@ -122,6 +171,11 @@ func checkReferences(tpl template, raw any) problems {
 		}
 		if !strings.HasPrefix(r.Type, "AWS::") {
 			p.add("Resources.%s: type %q", n, r.Type)
+		}
+	}
+	for n := range tpl.Conditions {
+		if !usedCond[n] {
+			p.add("Conditions.%s: declared but never used", n)
 		}
 	}
 	for n := range tpl.Parameters {
@@ -275,6 +329,7 @@ func TestCloudFormationTemplate(t *testing.T) {
 	p = append(p, checkResultsTable(raw)...)
 	p = append(p, checkScaling(raw)...)
 	p = append(p, checkStopTimeout(raw)...)
+	p = append(p, checkCascade(raw)...)
 	got := map[string]int{}
 	for _, r := range tpl.Resources {
 		got[r.Type]++
@@ -302,6 +357,13 @@ func TestTemplateChecksCatch(t *testing.T) {
 		{"dangling Sub", `${AWS::StackName}-front-door`, `${StackName}-front-door`, `"StackName" is neither`},
 		{"few receives", `"maxReceiveCount": 5`, `"maxReceiveCount": 2`, "maxReceiveCount 2 < 5"},
 		{"short visibility", `"VisibilityTimeout": 1800`, `"VisibilityTimeout": 600`, "< 6 x"},
+		{"dangling condition", `"HasGpuModel",`, `"HasGpuModels",`, `HasGpuModels is not a condition`},
+		{"unused condition", `"Conditions": {`, `"Conditions": {"Unused": {"Fn::Equals": ["a", "b"]}, `, "Conditions.Unused: declared but never used"},
+		{"condition on a resource", `"Ref": "GpuModelS3Uri"
+            },
+            ""`, `"Ref": "GpuQueue"
+            },
+            ""`, `Ref "GpuQueue": a condition may refer only to parameters`},
 		{"tag image", `"AllowedPattern": "^[^@\\s]+@sha256:[0-9a-f]{64}$",`, `"AllowedPattern": ".+",`, "not digests"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
