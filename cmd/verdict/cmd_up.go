@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/verdict-dev/verdict/decision"
@@ -51,6 +52,7 @@ type upFlags struct {
 	gpuModel    string
 	pools       string
 	gpuTokens   int
+	gpuSM       sageMakerFlags // the gpu pool on a SageMaker endpoint
 	engine      engineFlags
 	log         logFlags
 }
@@ -71,6 +73,8 @@ func (f *upFlags) register() *flag.FlagSet {
 	fs.StringVar(&f.synthShape, "synth-shape", "tiny", "without --model: shape of the synthetic model written to DATA/models (seed 1)")
 	fs.StringVar(&f.gpuModel, "gpu-model", "", "with the gpu pool: its own GGUF model, a bigger one for a cascade (default: the cpu pool's model)")
 	fs.StringVar(&f.pools, "pools", "cpu", "worker pools, each with its own local queue, engine and worker: cpu, gpu, or cpu,gpu (the router sends decisions by its rules: route, priority interactive, prompt length; the cpu pool then runs with --gpu-layers 0)")
+	fs.StringVar(&f.gpuSM.endpoint, "gpu-sagemaker-endpoint", "", "with the gpu pool: score it on this SageMaker endpoint instead of loading a model (the AWS configuration's region and credentials)")
+	fs.StringVar(&f.gpuSM.url, "gpu-sagemaker-url", "", "with --gpu-sagemaker-endpoint: the SageMaker runtime URL, e.g. a verdict serve at http://127.0.0.1:8081 (default: the region's endpoint)")
 	fs.IntVar(&f.gpuTokens, "gpu-token-threshold", router.DefaultGPUTokenThreshold, "with both pools: decisions with a longer estimated prompt go to the gpu pool (-1 = never by length)")
 	f.engine.register(fs)
 	f.log.register(fs)
@@ -109,9 +113,35 @@ func (f *upFlags) check() error {
 			return fmt.Errorf("flag --gpu-model: %w", err)
 		}
 	}
+	if err := f.checkGPUSageMaker(); err != nil {
+		return err
+	}
 	if _, ok := gguf.Shapes[f.synthShape]; !ok && f.engine.model == "" {
 		return fmt.Errorf("flag --synth-shape: unknown shape %q (known: %v)", f.synthShape, gguf.ShapeNames())
 	}
+	return nil
+}
+
+// checkGPUSageMaker validates --gpu-sagemaker-endpoint and -url: the gpu
+// pool scored on an endpoint, with the worker's default retry settings.
+func (f *upFlags) checkGPUSageMaker() error {
+	pools, _ := parsePools(f.pools)
+	switch {
+	case f.gpuSM.endpoint == "" && f.gpuSM.url != "":
+		return errors.New("flag --gpu-sagemaker-url: needs --gpu-sagemaker-endpoint")
+	case f.gpuSM.endpoint == "":
+		return nil
+	case !slices.Contains(pools, decision.RouteGPU):
+		return errors.New("flag --gpu-sagemaker-endpoint: needs the gpu pool (--pools cpu,gpu or gpu)")
+	case f.gpuModel != "":
+		return errors.New("flag --gpu-model: the gpu pool scores on --gpu-sagemaker-endpoint and loads no model; give one or the other")
+	}
+	sm := f.gpuSM
+	sm.engine, sm.maxAttempts, sm.maxElapsed, sm.attemptTimeout, sm.maxBatch, sm.concurrency = engineSageMaker, 5, 30*time.Second, 60*time.Second, 64, 4
+	if err := sm.check(nil); err != nil {
+		return fmt.Errorf("%s", strings.NewReplacer("flag --sagemaker-", "flag --gpu-sagemaker-").Replace(err.Error()))
+	}
+	f.gpuSM = sm
 	return nil
 }
 
@@ -164,7 +194,7 @@ func runUp(ctx context.Context, args []string) error {
 		}
 		pools = append(pools, p)
 	}
-	id := pools[0].eng.Identity()
+	model, _ := pools[0].identity()
 
 	sendTo := map[decision.Route]queue.Sender{}
 	workers := map[string]*worker.Worker{}
@@ -217,7 +247,7 @@ func runUp(ctx context.Context, args []string) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	// Scripts read this line to learn the address (with --addr 127.0.0.1:0).
-	slog.Info("verdict up: listening", "addr", ln.Addr().String(), "data", f.data, "model", id.File, "pools", f.pools, "auth", len(keys) > 0)
+	slog.Info("verdict up: listening", "addr", ln.Addr().String(), "data", f.data, "model", model, "pools", f.pools, "auth", len(keys) > 0)
 
 	var runErr error
 	stopped := 0

@@ -67,9 +67,15 @@ var builtVerdict struct {
 // line.
 func startUp(t *testing.T, bin string, args ...string) *upProcess {
 	t.Helper()
+	return startUpEnv(t, bin, nil, args...)
+}
+
+// startUpEnv is startUp with env added to the test's environment.
+func startUpEnv(t *testing.T, bin string, env []string, args ...string) *upProcess {
+	t.Helper()
 	p := &upProcess{done: make(chan error, 1)}
 	p.cmd = exec.Command(bin, append([]string{"up", "--addr", "127.0.0.1:0", "--log-format", "json", "--threads", "2"}, args...)...)
-	p.cmd.Env = os.Environ()
+	p.cmd.Env = append(os.Environ(), env...)
 	stderr, err := p.cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, p.cmd.Start())

@@ -29,6 +29,9 @@ func TestUpFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"--data", data, "extra"}, `unexpected argument "extra"`},
 		{[]string{"--data", data, "--gpu-model", filepath.Join(data, "big.gguf")}, "flag --gpu-model: needs the gpu pool"},
 		{[]string{"--data", data, "--pools", "cpu,gpu", "--gpu-model", filepath.Join(data, "missing.gguf")}, "flag --gpu-model"},
+		{[]string{"--data", data, "--gpu-sagemaker-url", "http://127.0.0.1:1"}, "flag --gpu-sagemaker-url: needs --gpu-sagemaker-endpoint"},
+		{[]string{"--data", data, "--gpu-sagemaker-endpoint", "ep"}, "flag --gpu-sagemaker-endpoint: needs the gpu pool"},
+		{[]string{"--data", data, "--pools", "cpu,gpu", "--gpu-sagemaker-endpoint", "ep", "--gpu-sagemaker-url", "127.0.0.1:1"}, "flag --gpu-sagemaker-url: must be an http(s) URL"},
 	}
 	for _, tc := range cases {
 		err := runUp(context.Background(), tc.args)

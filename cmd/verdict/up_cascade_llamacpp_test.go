@@ -135,3 +135,59 @@ func TestUpRefusesAnEscalationItCannotRun(t *testing.T) {
 		require.Contains(t, string(out), "kinds.by-margin.escalate.to", pools)
 	}
 }
+
+// TestUpCascadeToASageMakerPool: `verdict up` whose gpu pool is a
+// SageMaker endpoint (here a `verdict serve` of the big model): escalated
+// decisions are answered by the endpoint's model with the small model's
+// stage kept, and /v1/status names the endpoint.
+func TestUpCascadeToASageMakerPool(t *testing.T) {
+	t.Parallel()
+	bin := buildVerdict(t)
+	dir := t.TempDir()
+	small, big := filepath.Join(dir, "small.gguf"), filepath.Join(dir, "big.gguf")
+	require.NoError(t, gguf.Synth(small, gguf.SynthOptions{Shape: "tiny", Seed: 1}))
+	require.NoError(t, gguf.Synth(big, gguf.SynthOptions{Shape: "tiny", Seed: 5}))
+	pol := filepath.Join(dir, "policy.yaml")
+	require.NoError(t, os.WriteFile(pol, []byte(upCascadePolicy), 0o644))
+
+	serve := startVerdict(t, bin, nil, "serve", "--addr", "127.0.0.1:0", "--model", big, "--threads", "1", "--ctx", "4096", "--log-format", "json")
+	url := "http://" + serve.waitMsg(t, "listening").Addr
+	serve.waitMsg(t, "model loaded")
+	p := startUpEnv(t, bin, []string{"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=us-east-1", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"},
+		"--data", filepath.Join(dir, "data"), "--pools", "cpu,gpu", "--model", small, "--policy", pol,
+		"--gpu-sagemaker-endpoint", "local", "--gpu-sagemaker-url", url)
+
+	opts := `"options": [{"id": "it", "description": "IT."}, {"id": "facilities", "description": "Facilities."}]`
+	status, _, out := httpDo(t, "POST", p.url+"/v1/decisions", `{"decisions": [
+		{"id": "prob-1", "state": "The VPN drops every hour.", "question": "Which team?", `+opts+`},
+		{"id": "direct-1", "state": "The VPN drops every hour.", "question": "Who?", `+opts+`}]}`, jsonCT)
+	require.Equal(t, http.StatusAccepted, status, string(out))
+	var acc struct {
+		RequestID string `json:"request_id"`
+	}
+	require.NoError(t, json.Unmarshal(out, &acc))
+	var st results.Request
+	require.Eventually(t, func() bool {
+		_, _, body := httpDo(t, "GET", p.url+"/v1/requests/"+acc.RequestID, "", nil)
+		return json.Unmarshal(body, &st) == nil && st.Status == results.StatusDone
+	}, 120*time.Second, 100*time.Millisecond)
+	recs := map[string]sink.Record{}
+	for _, d := range st.Decisions {
+		var rec sink.Record
+		require.NoError(t, json.Unmarshal(d.Record, &rec))
+		recs[d.ID] = rec
+	}
+	r := recs["prob-1"].Result
+	require.Equal(t, decision.StatusDecided, recs["prob-1"].Status)
+	require.Equal(t, "big.gguf", r.Model.File, "answered by the endpoint's model")
+	require.Len(t, r.Cascade, 2)
+	require.Equal(t, "small.gguf", r.Cascade[0].Model.File)
+	require.Equal(t, "big.gguf", r.Cascade[1].Model.File)
+	require.Equal(t, "small.gguf", recs["direct-1"].Result.Model.File)
+	require.Empty(t, recs["direct-1"].Result.Cascade)
+
+	_, _, body := httpDo(t, "GET", p.url+"/v1/status", "", nil)
+	require.Contains(t, string(body), `"model":"sagemaker:local"`)
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.wait(t))
+}

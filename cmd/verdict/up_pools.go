@@ -14,6 +14,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/queue"
 	"github.com/verdict-dev/verdict/internal/results"
 	"github.com/verdict-dev/verdict/internal/sink"
+	"github.com/verdict-dev/verdict/internal/tune"
 	"github.com/verdict-dev/verdict/internal/uphttp"
 	"github.com/verdict-dev/verdict/lambda"
 	"github.com/verdict-dev/verdict/policy"
@@ -23,10 +24,21 @@ import (
 // upPool is one of `verdict up`'s worker pools: a local queue named after
 // its route, an engine and the worker between them.
 type upPool struct {
-	route decision.Route
-	q     *queue.Local
-	eng   *llamacpp.Engine
-	w     *worker.Worker
+	route    decision.Route
+	q        *queue.Local
+	eng      *llamacpp.Engine // nil for a pool scored on a SageMaker endpoint
+	endpoint string           // that endpoint's name
+	w        *worker.Worker
+}
+
+// identity names the pool's model and the device it runs on, for status
+// and logs.
+func (p *upPool) identity() (file, backend string) {
+	if p.eng == nil {
+		return "sagemaker:" + p.endpoint, "sagemaker"
+	}
+	id := p.eng.Identity()
+	return id.File, id.Backend
 }
 
 // parsePools reads --pools: cpu, gpu, or both, each once.
@@ -82,31 +94,50 @@ func (f *upFlags) openPool(route decision.Route, qs map[decision.Route]*queue.Lo
 	if route == decision.RouteGPU && f.gpuModel != "" {
 		ef.model = f.gpuModel
 	}
-	start := time.Now()
-	eng, err := ef.open("")
-	if err != nil {
-		return nil, fmt.Errorf("%s pool: load model: %w", route, err)
-	}
-	res.add(func() { _ = eng.Close() })
-	sc, err := ef.tuned(eng)
-	if err != nil {
-		return nil, err
-	}
-	id := eng.Identity()
-	slog.Info("model loaded", "pool", route, "file", id.File, "sha256", id.SHA256, "backend", id.Backend, "seconds", time.Since(start).Seconds())
-	if route == decision.RouteGPU && id.Backend == "CPU" {
-		slog.Warn("the gpu pool runs on the CPU: this build found no GPU device (see `verdict version`)", "pool", route)
+	var (
+		sc       worker.Scorer
+		eng      *llamacpp.Engine
+		stats    func() (int64, int64)
+		endpoint string
+	)
+	if route == decision.RouteGPU && f.gpuSM.engine == engineSageMaker {
+		s, err := f.gpuSM.open(context.Background(), "")
+		if err != nil {
+			return nil, fmt.Errorf("gpu pool: %w", err)
+		}
+		cfg, err := ef.tuneConfig("", "") // the endpoint's model identity: checked on every result
+		if err != nil {
+			return nil, err
+		}
+		sc, endpoint = tune.New(s, cfg), f.gpuSM.endpoint
+		slog.Info("scoring on a SageMaker endpoint", "pool", route, "endpoint", f.gpuSM.endpoint, "url", f.gpuSM.url)
+	} else {
+		start := time.Now()
+		var err error
+		if eng, err = ef.open(""); err != nil {
+			return nil, fmt.Errorf("%s pool: load model: %w", route, err)
+		}
+		res.add(func() { _ = eng.Close() })
+		if sc, err = ef.tuned(eng); err != nil {
+			return nil, err
+		}
+		id := eng.Identity()
+		slog.Info("model loaded", "pool", route, "file", id.File, "sha256", id.SHA256, "backend", id.Backend, "seconds", time.Since(start).Seconds())
+		if route == decision.RouteGPU && id.Backend == "CPU" {
+			slog.Warn("the gpu pool runs on the CPU: this build found no GPU device (see `verdict version`)", "pool", route)
+		}
+		stats = func() (int64, int64) { s := eng.Stats(); return s.PrefixHits, s.PrefixMisses }
 	}
 	w, err := worker.New(worker.Config{
 		Queue: q, Scorer: sc, Sinks: []sink.Sink{store}, Policy: holder, Pool: route, Escalate: escalate,
 		Concurrency: f.concurrency, Visibility: f.visibility, Wait: 5 * time.Second, ShutdownTimeout: noneIfZero(f.shutdown),
 		Logger:          slog.Default().With("pool", string(route)),
-		PrefixStatsFunc: func() (int64, int64) { s := eng.Stats(); return s.PrefixHits, s.PrefixMisses },
+		PrefixStatsFunc: stats,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &upPool{route: route, q: q, eng: eng, w: w}, nil
+	return &upPool{route: route, q: q, eng: eng, endpoint: endpoint, w: w}, nil
 }
 
 // poolStatus is one pool in GET /v1/status.
@@ -131,8 +162,8 @@ func poolsStatus(pools []*upPool) http.Handler {
 				uphttp.InternalError(rw, "queue stats", err)
 				return
 			}
-			id := p.eng.Identity()
-			out[string(p.route)] = poolStatus{Queued: st.Visible, InFlight: st.InFlight, DeadLetters: st.Dead, Backend: id.Backend, Model: id.File}
+			model, backend := p.identity()
+			out[string(p.route)] = poolStatus{Queued: st.Visible, InFlight: st.InFlight, DeadLetters: st.Dead, Backend: backend, Model: model}
 		}
 		lambda.JSONResponse(http.StatusOK, map[string]any{"pools": out}).Write(rw)
 	})
