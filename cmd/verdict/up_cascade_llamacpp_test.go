@@ -56,28 +56,12 @@ func TestUpCascade(t *testing.T) {
 	p := startUp(t, bin, "--data", filepath.Join(dir, "data"), "--pools", "cpu,gpu", "--model", small, "--gpu-model", big, "--policy", pol)
 
 	opts := `"options": [{"id": "it", "description": "IT."}, {"id": "facilities", "description": "Facilities."}]`
-	status, _, out := httpDo(t, "POST", p.url+"/v1/decisions", `{"decisions": [
+	recs := submitAndWait(t, p.url, `{"decisions": [
 		{"id": "prob-1", "state": "The VPN drops every hour.", "question": "Which team?", `+opts+`},
 		{"id": "margin-1", "state": "The VPN drops every hour.", "question": "Which team handles it?", `+opts+`},
 		{"id": "margin-canned", "state": "canned answer", "question": "Which team?", `+opts+`},
 		{"id": "direct-1", "state": "The VPN drops every hour.", "question": "Who?", `+opts+`},
-		{"id": "prob-on-gpu", "state": "Toner is out.", "question": "Which team?", "route": "gpu", `+opts+`}]}`, jsonCT)
-	require.Equal(t, http.StatusAccepted, status, string(out))
-	var acc struct {
-		RequestID string `json:"request_id"`
-	}
-	require.NoError(t, json.Unmarshal(out, &acc))
-	var st results.Request
-	require.Eventually(t, func() bool {
-		_, _, body := httpDo(t, "GET", p.url+"/v1/requests/"+acc.RequestID, "", nil)
-		return json.Unmarshal(body, &st) == nil && st.Status == results.StatusDone
-	}, 120*time.Second, 100*time.Millisecond)
-	recs := map[string]sink.Record{}
-	for _, d := range st.Decisions {
-		var rec sink.Record
-		require.NoError(t, json.Unmarshal(d.Record, &rec))
-		recs[d.ID] = rec
-	}
+		{"id": "prob-on-gpu", "state": "Toner is out.", "question": "Which team?", "route": "gpu", `+opts+`}]}`)
 	require.Len(t, recs, 5)
 
 	for _, id := range []string{"prob-1", "margin-1"} {
@@ -158,25 +142,9 @@ func TestUpCascadeToASageMakerPool(t *testing.T) {
 		"--gpu-sagemaker-endpoint", "local", "--gpu-sagemaker-url", url)
 
 	opts := `"options": [{"id": "it", "description": "IT."}, {"id": "facilities", "description": "Facilities."}]`
-	status, _, out := httpDo(t, "POST", p.url+"/v1/decisions", `{"decisions": [
+	recs := submitAndWait(t, p.url, `{"decisions": [
 		{"id": "prob-1", "state": "The VPN drops every hour.", "question": "Which team?", `+opts+`},
-		{"id": "direct-1", "state": "The VPN drops every hour.", "question": "Who?", `+opts+`}]}`, jsonCT)
-	require.Equal(t, http.StatusAccepted, status, string(out))
-	var acc struct {
-		RequestID string `json:"request_id"`
-	}
-	require.NoError(t, json.Unmarshal(out, &acc))
-	var st results.Request
-	require.Eventually(t, func() bool {
-		_, _, body := httpDo(t, "GET", p.url+"/v1/requests/"+acc.RequestID, "", nil)
-		return json.Unmarshal(body, &st) == nil && st.Status == results.StatusDone
-	}, 120*time.Second, 100*time.Millisecond)
-	recs := map[string]sink.Record{}
-	for _, d := range st.Decisions {
-		var rec sink.Record
-		require.NoError(t, json.Unmarshal(d.Record, &rec))
-		recs[d.ID] = rec
-	}
+		{"id": "direct-1", "state": "The VPN drops every hour.", "question": "Who?", `+opts+`}]}`)
 	r := recs["prob-1"].Result
 	require.Equal(t, decision.StatusDecided, recs["prob-1"].Status)
 	require.Equal(t, "big.gguf", r.Model.File, "answered by the endpoint's model")
@@ -190,4 +158,29 @@ func TestUpCascadeToASageMakerPool(t *testing.T) {
 	require.Contains(t, string(body), `"model":"sagemaker:local"`)
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, p.wait(t))
+}
+
+// submitAndWait posts a request to `verdict up` at url, waits until every
+// decision of it has its final result, and returns the records by
+// decision id.
+func submitAndWait(t *testing.T, url, body string) map[string]sink.Record {
+	t.Helper()
+	status, _, out := httpDo(t, "POST", url+"/v1/decisions", body, jsonCT)
+	require.Equal(t, http.StatusAccepted, status, string(out))
+	var acc struct {
+		RequestID string `json:"request_id"`
+	}
+	require.NoError(t, json.Unmarshal(out, &acc))
+	var st results.Request
+	require.Eventually(t, func() bool {
+		_, _, body := httpDo(t, "GET", url+"/v1/requests/"+acc.RequestID, "", nil)
+		return json.Unmarshal(body, &st) == nil && st.Status == results.StatusDone
+	}, 120*time.Second, 100*time.Millisecond)
+	recs := map[string]sink.Record{}
+	for _, d := range st.Decisions {
+		var rec sink.Record
+		require.NoError(t, json.Unmarshal(d.Record, &rec))
+		recs[d.ID] = rec
+	}
+	return recs
 }

@@ -15,8 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/verdict-dev/verdict/internal/gguf"
-	"github.com/verdict-dev/verdict/internal/results"
-	"github.com/verdict-dev/verdict/internal/sink"
 )
 
 // TestUpRoutesToCPUAndGPUPools runs `verdict up --pools cpu,gpu` and checks
@@ -89,25 +87,13 @@ func TestUpPoolsWithTheirOwnModels(t *testing.T) {
 	require.NoError(t, gguf.Synth(big, gguf.SynthOptions{Shape: "tiny", Seed: 2}))
 	p := startUp(t, bin, "--data", filepath.Join(dir, "data"), "--pools", "cpu,gpu", "--model", small, "--gpu-model", big)
 
-	status, _, out := httpDo(t, "POST", p.url+"/v1/decisions", `{"decisions": [
+	recs := submitAndWait(t, p.url, `{"decisions": [
 		{"id": "on-cpu", "state": "Toner is out.", "question": "Which team?", "options": [{"id": "it", "description": "IT."}, {"id": "facilities", "description": "Facilities."}]},
-		{"id": "on-gpu", "state": "The VPN drops.", "question": "Which team?", "route": "gpu", "options": [{"id": "it", "description": "IT."}, {"id": "facilities", "description": "Facilities."}]}]}`, jsonCT)
-	require.Equal(t, http.StatusAccepted, status, string(out))
-	var acc struct {
-		RequestID string `json:"request_id"`
-	}
-	require.NoError(t, json.Unmarshal(out, &acc))
-	var st results.Request
-	require.Eventually(t, func() bool {
-		_, _, body := httpDo(t, "GET", p.url+"/v1/requests/"+acc.RequestID, "", nil)
-		return json.Unmarshal(body, &st) == nil && st.Status == results.StatusDone
-	}, 60*time.Second, 100*time.Millisecond)
+		{"id": "on-gpu", "state": "The VPN drops.", "question": "Which team?", "route": "gpu", "options": [{"id": "it", "description": "IT."}, {"id": "facilities", "description": "Facilities."}]}]}`)
 	files := map[string]string{}
-	for _, d := range st.Decisions {
-		var rec sink.Record
-		require.NoError(t, json.Unmarshal(d.Record, &rec))
-		require.NotNil(t, rec.Result.Model, d.ID)
-		files[d.ID] = rec.Result.Model.File
+	for id, rec := range recs {
+		require.NotNil(t, rec.Result.Model, id)
+		files[id] = rec.Result.Model.File
 	}
 	require.Equal(t, map[string]string{"on-cpu": "small.gguf", "on-gpu": "big.gguf"}, files)
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
