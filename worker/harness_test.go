@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +25,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/results"
 	"github.com/verdict-dev/verdict/internal/sink"
 	"github.com/verdict-dev/verdict/router"
+	"github.com/verdict-dev/verdict/worker"
 )
 
 func TestMain(m *testing.M) {
@@ -324,6 +327,21 @@ type eventLog struct {
 }
 
 func newEventLog() *eventLog { return &eventLog{added: make(chan struct{})} }
+
+// all returns every event so far, in order.
+func (l *eventLog) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.events...)
+}
+
+// workerMetric returns the worker's metrics text.
+func workerMetric(t testing.TB, w *worker.Worker) string {
+	t.Helper()
+	rr := httptest.NewRecorder()
+	w.Handler().ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return rr.Body.String()
+}
 
 func (l *eventLog) add(event string) {
 	l.mu.Lock()

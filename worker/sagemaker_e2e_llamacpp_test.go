@@ -157,14 +157,6 @@ func sageMakerScorer(t *testing.T, url string, cfg sagemaker.Config) *sagemaker.
 	return s
 }
 
-// workerMetric returns the worker's metrics text.
-func workerMetric(t *testing.T, w *worker.Worker) string {
-	t.Helper()
-	rr := httptest.NewRecorder()
-	w.Handler().ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	return rr.Body.String()
-}
-
 // TestSageMakerEngineEndToEnd runs a worker whose scorer is the SageMaker
 // engine against a `verdict serve` handler (the real llama.cpp engine on a
 // synthetic tiny model) as the endpoint: local queue in, local results

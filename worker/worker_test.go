@@ -123,8 +123,18 @@ func TestPoisonMessageReachesDLQ(t *testing.T) {
 			b.send(t, envelope("bad", mkDecision("p", "s1", "poison?")), envelope("good", mkDecision("g", "s2", "fine?")),
 				envelope("mate", mkDecision("m", "s1", "fine?")))
 			fs := &fakeScorer{}
-			start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}, RetryBase: worker.None, Visibility: 5 * time.Second})
-			eventually(t, 40*time.Second, func() bool { return b.dead(t) == 1 }, "the poison message did not reach the DLQ")
+			events := newEventLog()
+			w := start(t, worker.Config{Queue: b.q, Scorer: fs, Sinks: []sink.Sink{b.sink}, RetryBase: worker.None, Visibility: 5 * time.Second,
+				Logger: eventLogger(events)})
+			deadline := time.Now().Add(40 * time.Second)
+			for b.dead(t) != 1 {
+				if time.Now().After(deadline) {
+					// Once seen in a loaded CI run: say where the message was.
+					t.Fatalf("the poison message did not reach the DLQ: %d dead, %d in the queue (%d in flight); scored %d times; results %d; worker events %q; metrics:\n%s",
+						b.dead(t), b.depth(t), b.inFlight(t), fs.callsOf("p"), len(b.results(t)), events.all(), workerMetric(t, w))
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
 			got := b.waitResults(t, 2, 10*time.Second)
 			require.Contains(t, got, "good/g")
 			require.Contains(t, got, "mate/m", "a message merged with a poison message is still answered")
