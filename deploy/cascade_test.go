@@ -16,6 +16,9 @@ import (
 const (
 	cpuModel = "s3://cpu-models/small/model.gguf"
 	gpuModel = "s3://gpu-models/big/model.gguf"
+	// policyURI is a policy with escalate clauses; the cascade escalates
+	// only when both pools load one.
+	policyURI = "s3://verdict-policies/cascade/policy.yaml"
 )
 
 // noValue is what Ref AWS::NoValue evaluates to: the evaluator drops it
@@ -194,6 +197,35 @@ func s3Resource(uri string) string {
 	return "arn:aws:s3:::" + bucket + "/*"
 }
 
+// evalResources: every resource on which some Allow statement of role,
+// evaluated, grants action.
+func evalResources(e evaluator, role, action string) []string {
+	var out []string
+	ps, _ := at(e.eval(props(e.raw, role)), "Policies").([]any)
+	for _, p := range ps {
+		ss, _ := at(p, "PolicyDocument", "Statement").([]any)
+		for _, s := range ss {
+			if at(s, "Effect") == "Allow" && slices.Contains(stringsOf(at(s, "Action")), action) {
+				for _, r := range asList(at(s, "Resource")) {
+					out = append(out, fmt.Sprint(r))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// asList: a list as it is, anything else as a list of one.
+func asList(v any) []any {
+	if l, ok := v.([]any); ok {
+		return l
+	}
+	if v == nil {
+		return nil
+	}
+	return []any{v}
+}
+
 // evalAllows: some Allow statement of role, evaluated, grants action on
 // resource (evaluated too: a string).
 func evalAllows(e evaluator, role, action, resource string) bool {
@@ -221,29 +253,43 @@ var poolQueues = map[string]string{"cpu": "CpuQueue", "gpu": "GpuQueue"}
 // (VERDICT_ESCALATE gpu=<GpuQueue URL>) and its role may send there; no
 // worker escalates to its own pool or to a pool no worker of the stack
 // serves. The GPU worker's model is GpuModelS3Uri when it is given and
-// ModelS3Uri otherwise, the CPU worker's always ModelS3Uri, and the task
-// role may read each model's bucket.
+// ModelS3Uri otherwise, the CPU worker's always ModelS3Uri. With
+// PolicyS3Uri given, both workers wait for an init container that copies
+// it onto a volume they mount and name that copy in VERDICT_POLICY (the
+// policy's escalate clauses are what make the cascade escalate); without
+// it, VERDICT_POLICY is empty or unset (the permissive default) and no
+// container copies anything but the model. The task role may read each
+// model's bucket and the policy's, and no other bucket.
 func checkCascade(raw any) problems {
 	var p problems
-	// The parameters: ModelS3Uri required as before, GpuModelS3Uri optional.
+	// The parameters: ModelS3Uri required as before, GpuModelS3Uri and
+	// PolicyS3Uri optional.
 	if _, ok := at(raw, "Parameters", "ModelS3Uri", "Default").(string); ok {
 		p.add("Parameters.ModelS3Uri has a default: a stack created without it would start workers without a model")
 	}
-	gp, _ := at(raw, "Parameters", "GpuModelS3Uri").(obj)
-	if gp == nil {
-		p.add("Parameters: no GpuModelS3Uri (the GPU pool's model)")
-	} else {
+	for _, opt := range []struct {
+		name, what  string
+		match, miss []string
+	}{
+		{"GpuModelS3Uri", "the GPU pool's model", []string{"", gpuModel}, []string{"s3://b/model.bin", "https://b/model.gguf"}},
+		{"PolicyS3Uri", "the policy file of both pools", []string{"", policyURI, "s3://b/p.yml"}, []string{"s3://b/policy.json", "https://b/policy.yaml", "s3://b/model.gguf", "s3://b"}},
+	} {
+		gp, _ := at(raw, "Parameters", opt.name).(obj)
+		if gp == nil {
+			p.add("Parameters: no %s (%s)", opt.name, opt.what)
+			continue
+		}
 		if d, ok := gp["Default"].(string); !ok || d != "" {
-			p.add("Parameters.GpuModelS3Uri: Default %v, want \"\" (a stack created with today's parameters keeps one model)", gp["Default"])
+			p.add("Parameters.%s: Default %v, want \"\" (a stack created with today's parameters stays as it was)", opt.name, gp["Default"])
 		}
 		re, err := regexp.Compile(str(gp["AllowedPattern"]))
 		if err != nil || gp["AllowedPattern"] == nil {
-			p.add("Parameters.GpuModelS3Uri: AllowedPattern %v: %v", gp["AllowedPattern"], err)
-		} else {
-			for uri, want := range map[string]bool{"": true, gpuModel: true, "s3://b/model.bin": false, "https://b/model.gguf": false} {
-				if re.MatchString(uri) != want {
-					p.add("Parameters.GpuModelS3Uri: AllowedPattern %q matches %q: %v, want %v", re, uri, !want, want)
-				}
+			p.add("Parameters.%s: AllowedPattern %v: %v", opt.name, gp["AllowedPattern"], err)
+			continue
+		}
+		for _, uri := range append(slices.Clone(opt.match), opt.miss...) {
+			if want := slices.Contains(opt.match, uri); re.MatchString(uri) != want {
+				p.add("Parameters.%s: AllowedPattern %q matches %q: %v, want %v", opt.name, re, uri, !want, want)
 			}
 		}
 	}
@@ -263,82 +309,184 @@ func checkCascade(raw any) problems {
 		return p
 	}
 
-	for _, params := range []map[string]string{
-		{"ModelS3Uri": cpuModel},
-		{"ModelS3Uri": cpuModel, "GpuModelS3Uri": ""},
-		{"ModelS3Uri": cpuModel, "GpuModelS3Uri": gpuModel},
-	} {
-		e := evaluator{raw: raw, params: params}
-		given := "GpuModelS3Uri unset"
-		if v, ok := params["GpuModelS3Uri"]; ok {
-			given = fmt.Sprintf("GpuModelS3Uri=%q", v)
-		}
-		for _, pool := range []string{"cpu", "gpu"} {
-			td := byPool[pool]
-			tdp, _ := e.eval(props(raw, td)).(obj)
-			var worker, model obj
-			cs, _ := tdp["ContainerDefinitions"].([]any)
-			for _, c := range cs {
-				if at(c, "Command", 0) == "worker" {
-					worker = c.(obj)
-				}
-			}
-			// The model container: the one the worker waits for, which copies
-			// the model from S3.
-			deps, _ := worker["DependsOn"].([]any)
-			for _, dep := range deps {
-				for _, c := range cs {
-					if at(c, "Name") == at(dep, "ContainerName") && at(dep, "Condition") == "SUCCESS" {
-						model = c.(obj)
-					}
-				}
-			}
-			want := cpuModel
-			if pool == "gpu" && params["GpuModelS3Uri"] != "" {
-				want = gpuModel
-			}
-			cmd := stringsOf(model["Command"])
-			if len(cmd) < 3 || cmd[0] != "s3" || cmd[1] != "cp" || cmd[2] != want {
-				p.add("Resources.%s (%s pool), %s: the worker's model container runs %q, want s3 cp %s …", td, pool, given, cmd, want)
-			}
-			role := strings.TrimSuffix(strings.TrimPrefix(str(tdp["TaskRoleArn"]), "getatt:"), ".Arn")
-			if !evalAllows(e, role, "s3:GetObject", s3Resource(want)) {
-				p.add("%s (task role of %s), %s: s3:GetObject is not allowed on %s", role, td, given, s3Resource(want))
-			}
-
-			we := env(worker["Environment"])
-			if got := str(we["VERDICT_POOL"]); got != pool {
-				p.add("Resources.%s: VERDICT_POOL %q, want %q (it reads %s)", td, got, pool, poolQueues[pool])
-			}
-			esc, set := we["VERDICT_ESCALATE"]
-			targets := map[string]bool{}
-			if set {
-				for _, part := range strings.Split(fmt.Sprint(esc), ",") {
-					to, queue, ok := strings.Cut(strings.TrimSpace(part), "=")
-					switch {
-					case !ok || poolQueues[to] == "":
-						p.add("Resources.%s: VERDICT_ESCALATE %q: %q is not POOL=QUEUE with a pool cpu or gpu", td, esc, part)
-					case to == pool:
-						p.add("Resources.%s: VERDICT_ESCALATE %q escalates to its own pool %s", td, esc, pool)
-					case queue != "ref:"+poolQueues[to]:
-						p.add("Resources.%s: VERDICT_ESCALATE %q sends %s's decisions to %s, not to %s (the queue the %s workers read)", td, esc, to, queue, poolQueues[to], to)
-					default:
-						targets[to] = true
-						if !evalAllows(e, role, "sqs:SendMessage", "getatt:"+poolQueues[to]+".Arn") {
-							p.add("%s (task role of %s): sqs:SendMessage is not allowed on %s (escalated decisions go there)", role, td, poolQueues[to])
-						}
-					}
-				}
-			}
-			if pool == "cpu" && !targets["gpu"] {
-				p.add("Resources.%s: VERDICT_ESCALATE is %v, want gpu=<GpuQueue URL> (a policy that escalates to gpu would stop the CPU worker)", td, esc)
-			}
+	for _, gpu := range []*string{nil, ptr(""), ptr(gpuModel)} {
+		for _, pol := range []*string{nil, ptr(""), ptr(policyURI)} {
+			p = append(p, checkCascadeWith(raw, byPool, gpu, pol)...)
 		}
 	}
 	// The environment is checked under each set of parameters: say each
 	// problem once.
 	seen := map[string]bool{}
 	return slices.DeleteFunc(p, func(s string) bool { dup := seen[s]; seen[s] = true; return dup })
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// checkCascadeWith checks both pools' task definitions with the template's
+// functions evaluated for ModelS3Uri=cpuModel and GpuModelS3Uri and
+// PolicyS3Uri as given (nil: unset, so the default).
+func checkCascadeWith(raw any, byPool map[string]string, gpu, pol *string) problems {
+	var p problems
+	params := map[string]string{"ModelS3Uri": cpuModel}
+	describe := func(name string, v *string) string {
+		if v == nil {
+			return name + " unset"
+		}
+		params[name] = *v
+		return fmt.Sprintf("%s=%q", name, *v)
+	}
+	given := describe("GpuModelS3Uri", gpu) + ", " + describe("PolicyS3Uri", pol)
+	e := evaluator{raw: raw, params: params}
+	for _, pool := range []string{"cpu", "gpu"} {
+		td := byPool[pool]
+		tdp, _ := e.eval(props(raw, td)).(obj)
+		var worker obj
+		cs, _ := tdp["ContainerDefinitions"].([]any)
+		for _, c := range cs {
+			if at(c, "Command", 0) == "worker" {
+				worker = c.(obj)
+			}
+		}
+		// The init containers: those the worker waits for to have exited
+		// with 0. The model container is the one that copies a .gguf.
+		var inits []obj
+		var model obj
+		deps, _ := worker["DependsOn"].([]any)
+		for _, dep := range deps {
+			for _, c := range cs {
+				if at(c, "Name") == at(dep, "ContainerName") && at(dep, "Condition") == "SUCCESS" {
+					inits = append(inits, c.(obj))
+					if strings.HasSuffix(str(at(c, "Command", 3)), ".gguf") {
+						model = c.(obj)
+					}
+				}
+			}
+		}
+		for _, c := range inits {
+			if at(c, "Essential") != false {
+				p.add("Resources.%s (%s pool): container %v, which the worker waits for to exit, is essential: its exit would stop the task", td, pool, at(c, "Name"))
+			}
+		}
+		// A copy from an empty or missing source fails the task: only a
+		// given model or policy is copied.
+		for _, c := range cs {
+			cmd := stringsOf(at(c, "Command"))
+			if len(cmd) >= 2 && cmd[0] == "s3" && cmd[1] == "cp" && (len(cmd) < 4 || !strings.HasPrefix(cmd[2], "s3://") || len(cmd[2]) <= len("s3://")) {
+				p.add("Resources.%s (%s pool), %s: container %v runs %q: a copy from no S3 object fails the task", td, pool, given, at(c, "Name"), cmd)
+			}
+		}
+		want := cpuModel
+		if pool == "gpu" && params["GpuModelS3Uri"] != "" {
+			want = gpuModel
+		}
+		cmd := stringsOf(model["Command"])
+		if len(cmd) < 3 || cmd[0] != "s3" || cmd[1] != "cp" || cmd[2] != want {
+			p.add("Resources.%s (%s pool), %s: the worker's model container runs %q, want s3 cp %s …", td, pool, given, cmd, want)
+		}
+		role := strings.TrimSuffix(strings.TrimPrefix(str(tdp["TaskRoleArn"]), "getatt:"), ".Arn")
+		if !evalAllows(e, role, "s3:GetObject", s3Resource(want)) {
+			p.add("%s (task role of %s), %s: s3:GetObject is not allowed on %s", role, td, given, s3Resource(want))
+		}
+
+		we := env(worker["Environment"])
+		policyPath := str(we["VERDICT_POLICY"])
+		if params["PolicyS3Uri"] == "" {
+			if policyPath != "" {
+				p.add("Resources.%s (%s pool), %s: VERDICT_POLICY %q, want empty or unset (the permissive default; no policy file is copied)", td, pool, given, policyPath)
+			}
+			for _, c := range inits {
+				if c := stringsOf(c["Command"]); len(c) >= 3 && c[0] == "s3" && c[1] == "cp" && c[2] != want {
+					p.add("Resources.%s (%s pool), %s: the worker waits for a copy of %s, want only its model's", td, pool, given, c[2])
+				}
+			}
+		} else {
+			// The policy container: one the worker waits for that copies
+			// PolicyS3Uri to the file VERDICT_POLICY names, on a volume
+			// the worker mounts at the same place.
+			wvol, wrel := mountedAt(worker, policyPath)
+			var copies []string
+			found := false
+			for _, c := range inits {
+				cmd := stringsOf(c["Command"])
+				if len(cmd) < 4 || cmd[0] != "s3" || cmd[1] != "cp" || cmd[2] != policyURI {
+					continue
+				}
+				vol, rel := mountedAt(c, cmd[3])
+				copies = append(copies, fmt.Sprintf("%v: %s on volume %q", c["Name"], cmd[3], vol))
+				if vol != "" && vol == wvol && rel == wrel {
+					found = true
+				}
+			}
+			switch {
+			case !strings.HasPrefix(policyPath, "/"):
+				p.add("Resources.%s (%s pool), %s: VERDICT_POLICY %q, want the path of the copied policy", td, pool, given, policyPath)
+			case wvol == "":
+				p.add("Resources.%s (%s pool), %s: VERDICT_POLICY %q is on no volume the worker mounts", td, pool, given, policyPath)
+			case !found:
+				p.add("Resources.%s (%s pool), %s: the worker does not wait (SUCCESS) for a container that copies %s to its VERDICT_POLICY %q on volume %q; copies the worker waits for: %q", td, pool, given, policyURI, policyPath, wvol, copies)
+			}
+			if !evalAllows(e, role, "s3:GetObject", s3Resource(policyURI)) {
+				p.add("%s (task role of %s), %s: s3:GetObject is not allowed on %s (the policy's bucket)", role, td, given, s3Resource(policyURI))
+			}
+		}
+
+		// Least privilege: the role reads the models' and the policy's
+		// buckets and nothing else.
+		mayRead := map[string]bool{s3Resource(cpuModel): true}
+		if params["GpuModelS3Uri"] != "" {
+			mayRead[s3Resource(gpuModel)] = true
+		}
+		if params["PolicyS3Uri"] != "" {
+			mayRead[s3Resource(policyURI)] = true
+		}
+		for _, r := range evalResources(e, role, "s3:GetObject") {
+			if !mayRead[r] {
+				p.add("%s (task role of %s), %s: s3:GetObject is allowed on %s, which holds neither a model nor the policy given", role, td, given, r)
+			}
+		}
+
+		if got := str(we["VERDICT_POOL"]); got != pool {
+			p.add("Resources.%s: VERDICT_POOL %q, want %q (it reads %s)", td, got, pool, poolQueues[pool])
+		}
+		esc, set := we["VERDICT_ESCALATE"]
+		targets := map[string]bool{}
+		if set {
+			for _, part := range strings.Split(fmt.Sprint(esc), ",") {
+				to, queue, ok := strings.Cut(strings.TrimSpace(part), "=")
+				switch {
+				case !ok || poolQueues[to] == "":
+					p.add("Resources.%s: VERDICT_ESCALATE %q: %q is not POOL=QUEUE with a pool cpu or gpu", td, esc, part)
+				case to == pool:
+					p.add("Resources.%s: VERDICT_ESCALATE %q escalates to its own pool %s", td, esc, pool)
+				case queue != "ref:"+poolQueues[to]:
+					p.add("Resources.%s: VERDICT_ESCALATE %q sends %s's decisions to %s, not to %s (the queue the %s workers read)", td, esc, to, queue, poolQueues[to], to)
+				default:
+					targets[to] = true
+					if !evalAllows(e, role, "sqs:SendMessage", "getatt:"+poolQueues[to]+".Arn") {
+						p.add("%s (task role of %s): sqs:SendMessage is not allowed on %s (escalated decisions go there)", role, td, poolQueues[to])
+					}
+				}
+			}
+		}
+		if pool == "cpu" && !targets["gpu"] {
+			p.add("Resources.%s: VERDICT_ESCALATE is %v, want gpu=<GpuQueue URL> (a policy that escalates to gpu would stop the CPU worker)", td, esc)
+		}
+	}
+	return p
+}
+
+// mountedAt: the volume of container c's mount point that holds path, and
+// path inside that volume ("" when no mount point holds it).
+func mountedAt(c obj, path string) (volume, rel string) {
+	best := -1
+	ms, _ := c["MountPoints"].([]any)
+	for _, m := range ms {
+		dir := strings.TrimSuffix(str(at(m, "ContainerPath")), "/")
+		if r, ok := strings.CutPrefix(path, dir+"/"); ok && dir != "" && len(dir) > best {
+			best, volume, rel = len(dir), str(at(m, "SourceVolume")), r
+		}
+	}
+	return volume, rel
 }
 
 // TestCascadeChecksCatch breaks the template in the ways checkCascade
@@ -358,6 +506,15 @@ func TestCascadeChecksCatch(t *testing.T) {
 				e.(obj)["Value"] = v
 			}
 		}
+	}
+	policyContainer := func(r obj, td string) obj {
+		for _, c := range at(props(r, td), "ContainerDefinitions").([]any) {
+			if at(c, "Name") == "policy" {
+				return c.(obj)
+			}
+		}
+		t.Fatalf("%s has no container named policy", td)
+		return nil
 	}
 	s3Statement := func(r obj) obj {
 		return at(props(r, "WorkerTaskRole"), "Policies", 0, "PolicyDocument", "Statement", 3).(obj)
@@ -388,16 +545,16 @@ func TestCascadeChecksCatch(t *testing.T) {
 		}, "sqs:SendMessage is not allowed on GpuQueue"},
 		{"gpu worker ignores GpuModelS3Uri", func(r obj) {
 			at(container(r, "GpuWorkerTaskDefinition", 0), "Command").([]any)[2] = obj{"Ref": "ModelS3Uri"}
-		}, `GpuModelS3Uri="s3://gpu-models/big/model.gguf": the worker's model container runs`},
+		}, `GpuModelS3Uri="s3://gpu-models/big/model.gguf", PolicyS3Uri unset: the worker's model container runs`},
 		{"gpu worker always GpuModelS3Uri", func(r obj) {
 			at(container(r, "GpuWorkerTaskDefinition", 0), "Command").([]any)[2] = obj{"Ref": "GpuModelS3Uri"}
-		}, `GpuModelS3Uri unset: the worker's model container runs ["s3" "cp" "" `},
+		}, `GpuModelS3Uri unset, PolicyS3Uri unset: the worker's model container runs ["s3" "cp" "" `},
 		{"cpu worker loads the gpu model", func(r obj) {
 			at(container(r, "CpuWorkerTaskDefinition", 0), "Command").([]any)[2] = at(container(r, "GpuWorkerTaskDefinition", 0), "Command", 2)
 		}, "CpuWorkerTaskDefinition (cpu pool), GpuModelS3Uri="},
 		{"role cannot read the gpu model", func(r obj) {
 			s := s3Statement(r)
-			s["Resource"] = at(s, "Resource", "Fn::If", 2)
+			s["Resource"] = at(s, "Resource", "Fn::If", 2, "Fn::If", 2)
 		}, "s3:GetObject is not allowed on arn:aws:s3:::gpu-models/*"},
 		{"gpu model required", func(r obj) { delete(at(r, "Parameters", "GpuModelS3Uri").(obj), "Default") },
 			"Parameters.GpuModelS3Uri: Default <nil>"},
@@ -409,6 +566,61 @@ func TestCascadeChecksCatch(t *testing.T) {
 			c["HasGpuModel"] = at(c, "HasGpuModel", "Fn::Not", 0)
 		}, "the worker's model container runs"},
 		{"no gpu model parameter", func(r obj) { delete(r["Parameters"].(obj), "GpuModelS3Uri") }, "Parameters: no GpuModelS3Uri"},
+		// The policy.
+		{"gpu worker without VERDICT_POLICY", func(r obj) { dropEnv(container(r, "GpuWorkerTaskDefinition", 1), "VERDICT_POLICY") },
+			`GpuWorkerTaskDefinition (gpu pool), GpuModelS3Uri unset, PolicyS3Uri="s3://verdict-policies/cascade/policy.yaml": VERDICT_POLICY "", want the path`},
+		{"VERDICT_POLICY names another file", func(r obj) {
+			setEnv(container(r, "CpuWorkerTaskDefinition", 1), "VERDICT_POLICY", obj{"Fn::If": []any{"HasPolicy", "/opt/ml/model/cascade.yaml", ""}})
+		}, `CpuWorkerTaskDefinition (cpu pool), GpuModelS3Uri unset, PolicyS3Uri="s3://verdict-policies/cascade/policy.yaml": the worker does not wait (SUCCESS) for a container that copies`},
+		{"VERDICT_POLICY always set", func(r obj) {
+			setEnv(container(r, "CpuWorkerTaskDefinition", 1), "VERDICT_POLICY", "/opt/ml/model/policy.yaml")
+		}, `CpuWorkerTaskDefinition (cpu pool), GpuModelS3Uri unset, PolicyS3Uri unset: VERDICT_POLICY "/opt/ml/model/policy.yaml", want empty or unset`},
+		{"policy container not waited for", func(r obj) {
+			c := container(r, "CpuWorkerTaskDefinition", 1)
+			c["DependsOn"] = slices.DeleteFunc(c["DependsOn"].([]any), func(d any) bool { return at(d, "ContainerName") == "policy" })
+		}, `CpuWorkerTaskDefinition (cpu pool), GpuModelS3Uri unset, PolicyS3Uri="s3://verdict-policies/cascade/policy.yaml": the worker does not wait (SUCCESS) for a container that copies`},
+		{"policy container only started", func(r obj) {
+			for _, d := range container(r, "GpuWorkerTaskDefinition", 1)["DependsOn"].([]any) {
+				if at(d, "ContainerName") == "policy" {
+					d.(obj)["Condition"] = "START"
+				}
+			}
+		}, `GpuWorkerTaskDefinition (gpu pool), GpuModelS3Uri unset, PolicyS3Uri="s3://verdict-policies/cascade/policy.yaml": the worker does not wait (SUCCESS)`},
+		{"policy container essential", func(r obj) { policyContainer(r, "GpuWorkerTaskDefinition")["Essential"] = true },
+			"GpuWorkerTaskDefinition (gpu pool): container policy, which the worker waits for to exit, is essential"},
+		{"policy copied off the volume", func(r obj) { delete(policyContainer(r, "CpuWorkerTaskDefinition"), "MountPoints") },
+			`copies the worker waits for: ["policy: /opt/ml/model/policy.yaml on volume \"\""]`},
+		{"policy container ignores PolicyS3Uri", func(r obj) {
+			at(policyContainer(r, "GpuWorkerTaskDefinition"), "Command", "Fn::If").([]any)[1] = []any{"--version"}
+		}, `GpuWorkerTaskDefinition (gpu pool), GpuModelS3Uri="s3://gpu-models/big/model.gguf", PolicyS3Uri="s3://verdict-policies/cascade/policy.yaml": the worker does not wait (SUCCESS) for a container that copies`},
+		{"policy container always copies", func(r obj) {
+			c := policyContainer(r, "CpuWorkerTaskDefinition")
+			c["Command"] = at(c, "Command", "Fn::If", 1)
+		}, `CpuWorkerTaskDefinition (cpu pool), GpuModelS3Uri="", PolicyS3Uri="": container policy runs ["s3" "cp" "" "/opt/ml/model/policy.yaml" "--only-show-errors"]: a copy from no S3 object fails the task`},
+		{"policy condition inverted", func(r obj) {
+			c := at(r, "Conditions").(obj)
+			c["HasPolicy"] = at(c, "HasPolicy", "Fn::Not", 0)
+		}, `PolicyS3Uri unset: container policy runs ["s3" "cp" ""`},
+		{"role cannot read the policy", func(r obj) {
+			s := s3Statement(r)
+			s["Resource"] = at(s, "Resource", "Fn::If", 2)
+		}, `GpuModelS3Uri="s3://gpu-models/big/model.gguf", PolicyS3Uri="s3://verdict-policies/cascade/policy.yaml": s3:GetObject is not allowed on arn:aws:s3:::verdict-policies/* (the policy's bucket)`},
+		{"role reads the policy's bucket unconditionally", func(r obj) {
+			s := s3Statement(r)
+			s["Resource"] = at(s, "Resource", "Fn::If", 1)
+		}, `GpuModelS3Uri unset, PolicyS3Uri unset: s3:GetObject is allowed on arn:aws:s3:::Fn::Select 2 of []/*, which holds neither`},
+		{"role reads the gpu model's bucket without it", func(r obj) {
+			s := s3Statement(r)
+			s["Resource"] = at(s, "Resource", "Fn::If", 1, "Fn::If", 1)
+		}, `GpuModelS3Uri="", PolicyS3Uri="s3://verdict-policies/cascade/policy.yaml": s3:GetObject is allowed on arn:aws:s3:::Fn::Select 2 of []/*, which holds neither`},
+		{"policy required", func(r obj) { delete(at(r, "Parameters", "PolicyS3Uri").(obj), "Default") },
+			"Parameters.PolicyS3Uri: Default <nil>"},
+		{"policy pattern refuses yml", func(r obj) {
+			at(r, "Parameters", "PolicyS3Uri").(obj)["AllowedPattern"] = "^(s3://[a-z0-9.\\-]+/.+\\.yaml)?$"
+		}, `Parameters.PolicyS3Uri: AllowedPattern "^(s3://[a-z0-9.\\-]+/.+\\.yaml)?$" matches "s3://b/p.yml": false, want true`},
+		{"policy pattern takes anything", func(r obj) { at(r, "Parameters", "PolicyS3Uri").(obj)["AllowedPattern"] = ".*" },
+			`Parameters.PolicyS3Uri: AllowedPattern ".*" matches "s3://b/model.gguf": true, want false`},
+		{"no policy parameter", func(r obj) { delete(r["Parameters"].(obj), "PolicyS3Uri") }, "Parameters: no PolicyS3Uri"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var r obj

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/verdict-dev/verdict/internal/results"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,14 +134,24 @@ func TestTemplateCreatesInMoto(t *testing.T) {
 	}
 
 	// The cascade as moto resolved it: with today's parameters both pools
-	// load ModelS3Uri; a second stack given GpuModelS3Uri loads it on the
-	// GPU pool only, and the task role may read both buckets.
+	// load ModelS3Uri and no policy; a second stack given GpuModelS3Uri
+	// loads it on the GPU pool only, and the task role may read both
+	// buckets; a third, given GpuModelS3Uri and PolicyS3Uri as a cascade
+	// is deployed, copies the policy for both pools and names it in
+	// VERDICT_POLICY, and the role may read all three buckets; a fourth
+	// gives PolicyS3Uri alone.
 	checkCascadeInMoto(t, cli, raw, physical, params)
-	withGpuModel := map[string]string{"GpuModelS3Uri": "s3://verdict-gpu-models/big/model.gguf"}
-	for k, v := range params {
-		withGpuModel[k] = v
+	with := func(extra map[string]string) map[string]string {
+		out := maps.Clone(params)
+		maps.Copy(out, extra)
+		return out
 	}
+	withGpuModel := with(map[string]string{"GpuModelS3Uri": "s3://verdict-gpu-models/big/model.gguf"})
 	checkCascadeInMoto(t, cli, raw, createStack(t, cli, "verdict-gpu-model", tplPath, withGpuModel), withGpuModel)
+	withPolicy := with(map[string]string{"GpuModelS3Uri": "s3://verdict-gpu-models/big/model.gguf", "PolicyS3Uri": "s3://verdict-policies/cascade/policy.yml"})
+	checkCascadeInMoto(t, cli, raw, createStack(t, cli, "verdict-policy", tplPath, withPolicy), withPolicy)
+	policyOnly := with(map[string]string{"PolicyS3Uri": "s3://verdict-policies/policy.yaml"})
+	checkCascadeInMoto(t, cli, raw, createStack(t, cli, "verdict-policy-one-model", tplPath, policyOnly), policyOnly)
 
 	// The results table as the code reads it. moto's CloudFormation does
 	// not apply TimeToLiveSpecification and does not report
@@ -309,8 +320,11 @@ func createStack(t *testing.T, cli func(out any, args ...string), stack, tplPath
 // worker's VERDICT_POOL after the queue it reads, the CPU worker's
 // VERDICT_ESCALATE naming the GPU queue's URL, the model each pool's init
 // container copies (GpuModelS3Uri on the GPU pool when given, ModelS3Uri
-// otherwise), and the role's permission to send to the GPU queue and to
-// read each model's bucket.
+// otherwise), the policy (with PolicyS3Uri given, a container the worker
+// waits for copies it to the file VERDICT_POLICY names; without it,
+// VERDICT_POLICY is empty and nothing but the model is copied), and the
+// role's permission to send to the GPU queue and to read each model's
+// bucket and the policy's.
 func checkCascadeInMoto(t *testing.T, cli func(out any, args ...string), raw obj, physical, params map[string]string) {
 	t.Helper()
 	queues := map[string]string{physical["CpuQueue"]: "cpu", physical["GpuQueue"]: "gpu"}
@@ -330,14 +344,15 @@ func checkCascadeInMoto(t *testing.T, cli func(out any, args ...string), raw obj
 					Name        string
 					Command     []string
 					Environment []struct{ Name, Value string }
+					DependsOn   []struct{ ContainerName, Condition string }
 				}
 			}
 		}
 		cli(&d, "ecs", "describe-task-definition", "--task-definition", physical[td])
-		copies := map[string]string{}
+		copies := map[string][2]string{} // container → source, destination
 		for _, c := range d.TaskDefinition.ContainerDefinitions {
-			if len(c.Command) >= 3 && c.Command[0] == "s3" && c.Command[1] == "cp" {
-				copies[c.Name] = c.Command[2]
+			if len(c.Command) >= 4 && c.Command[0] == "s3" && c.Command[1] == "cp" {
+				copies[c.Name] = [2]string{c.Command[2], c.Command[3]}
 			}
 		}
 		for _, c := range d.TaskDefinition.ContainerDefinitions {
@@ -361,8 +376,32 @@ func checkCascadeInMoto(t *testing.T, cli func(out any, args ...string), raw obj
 			if e["VERDICT_ESCALATE"] != want {
 				t.Errorf("%s: VERDICT_ESCALATE %q, want %q", td, e["VERDICT_ESCALATE"], want)
 			}
-			if got := copies["model"]; got != models[pool] {
+			if got := copies["model"][0]; got != models[pool] {
 				t.Errorf("%s (GpuModelS3Uri %q): the model container copies %q, want %q", td, params["GpuModelS3Uri"], got, models[pool])
+			}
+			waits := map[string]bool{}
+			for _, dep := range c.DependsOn {
+				if dep.Condition == "SUCCESS" {
+					waits[dep.ContainerName] = true
+				}
+			}
+			if policy := params["PolicyS3Uri"]; policy != "" {
+				ok := false
+				for name, cp := range copies {
+					ok = ok || (waits[name] && cp == [2]string{policy, e["VERDICT_POLICY"]})
+				}
+				if !ok || !strings.HasPrefix(e["VERDICT_POLICY"], e["VERDICT_MODEL_DIR"]+"/") {
+					t.Errorf("%s (PolicyS3Uri %q): VERDICT_POLICY %q (model dir %q), copies %v, the worker waits for %v: want a copy of the policy to VERDICT_POLICY on the model volume, waited for", td, policy, e["VERDICT_POLICY"], e["VERDICT_MODEL_DIR"], copies, waits)
+				}
+			} else {
+				if v, ok := e["VERDICT_POLICY"]; ok && v != "" {
+					t.Errorf("%s (no PolicyS3Uri): VERDICT_POLICY %q, want empty or unset", td, v)
+				}
+				for name, cp := range copies {
+					if name != "model" {
+						t.Errorf("%s (no PolicyS3Uri): container %s copies %q to %q, want only the model copied", td, name, cp[0], cp[1])
+					}
+				}
 			}
 		}
 	}
@@ -402,6 +441,9 @@ func checkCascadeInMoto(t *testing.T, cli func(out any, args ...string), raw obj
 		if !grants("s3:GetObject", s3Resource(m)) {
 			t.Errorf("WorkerTaskRole may not s3:GetObject on %s (model %s): %v", s3Resource(m), m, doc)
 		}
+	}
+	if policy := params["PolicyS3Uri"]; policy != "" && !grants("s3:GetObject", s3Resource(policy)) {
+		t.Errorf("WorkerTaskRole may not s3:GetObject on %s (policy %s): %v", s3Resource(policy), policy, doc)
 	}
 }
 

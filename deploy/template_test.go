@@ -358,6 +358,7 @@ func TestTemplateChecksCatch(t *testing.T) {
 		{"few receives", `"maxReceiveCount": 5`, `"maxReceiveCount": 2`, "maxReceiveCount 2 < 5"},
 		{"short visibility", `"VisibilityTimeout": 1800`, `"VisibilityTimeout": 600`, "< 6 x"},
 		{"dangling condition", `"HasGpuModel",`, `"HasGpuModels",`, `HasGpuModels is not a condition`},
+		{"dangling policy condition", `"HasPolicy",`, `"HasPolicies",`, `HasPolicies is not a condition`},
 		{"unused condition", `"Conditions": {`, `"Conditions": {"Unused": {"Fn::Equals": ["a", "b"]}, `, "Conditions.Unused: declared but never used"},
 		{"condition on a resource", `"Ref": "GpuModelS3Uri"
             },
