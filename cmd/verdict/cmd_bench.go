@@ -43,6 +43,7 @@ func runBench(ctx context.Context, args []string) error {
 	cascadeBelow := fs.Float64("cascade-below", 0, "W4: escalate when the small model's top probability is below this (default: the bound that escalates --cascade-escalate of the decisions)")
 	cascadeEscalate := fs.Float64("cascade-escalate", bench.DefaultCascadeEscalate, "W4: share of the decisions to escalate when --cascade-below is not given")
 	cascadeN := fs.Int("cascade-decisions", 48, "W4: number of independent decisions (--independent-tokens each)")
+	cascadeSmallLayers := fs.String("cascade-small-gpu-layers", "", "W4: --gpu-layers for the small model only, e.g. 0 to run it on the CPU while the big one is on the GPU, as the stack's pools do (default: --gpu-layers)")
 	out := fs.String("out", "bench-results.json", "write the report as JSON here (\"\" = don't)")
 	data := fs.String("data", ".verdict", "where synthetic models are cached")
 	flashAttn := fs.String("flash-attn", "auto", "flash attention: auto, on or off")
@@ -118,6 +119,14 @@ func runBench(ctx context.Context, args []string) error {
 		cfg.PrefillThreads = append(cfg.PrefillThreads, n)
 	}
 	cfg.CascadeSmall, cfg.CascadeBelow, cfg.CascadeEscalate, cfg.CascadeDecisions = *cascadeSmall, *cascadeBelow, *cascadeEscalate, *cascadeN
+	if *cascadeSmallLayers != "" {
+		n, err := strconv.Atoi(*cascadeSmallLayers)
+		if err != nil || n < -1 {
+			return fmt.Errorf("flag --cascade-small-gpu-layers: want -1 (all), 0 (CPU) or a layer count, got %q", *cascadeSmallLayers)
+		}
+		n = gpuLayersFor(n, llamacpp.Info().Devices)
+		cfg.CascadeSmallGPULayers = &n
+	}
 	var err error
 	if cfg.CascadeSmall == "" && (strings.Contains(*workloads, "w4") || strings.Contains(*workloads, "cascade")) {
 		if cfg.CascadeSmall, err = synthModel(*data, "tiny"); err != nil {

@@ -85,6 +85,10 @@ type Config struct {
 	// CascadeSmall is the small model of W4, the cascade (Model is its big
 	// one). W4 runs when it is set.
 	CascadeSmall string
+	// CascadeSmallGPULayers, when set, is GPULayers for the small model
+	// only: 0 puts it on the CPU while the big one offloads (the stack's
+	// CPU and GPU pools). Defaults to GPULayers.
+	CascadeSmallGPULayers *int
 	// CascadeBelow escalates W4's decisions whose small-model top
 	// probability is below it; 0 chooses the bound that escalates
 	// CascadeEscalate of them.

@@ -67,15 +67,28 @@ func runCascade(ctx context.Context, cfg Config, rep *Report, fresh *llamacpp.En
 	if err != nil {
 		return err
 	}
-	open := func(path string) (*llamacpp.Engine, error) {
-		return llamacpp.New(llamacpp.Options{ModelPath: path, Threads: cfg.Threads, GPULayers: cfg.GPULayers, FlashAttention: cfg.FlashAttention,
+	smallLayers := cfg.GPULayers
+	if cfg.CascadeSmallGPULayers != nil {
+		smallLayers = *cfg.CascadeSmallGPULayers
+	}
+	openWith := func(path string, layers int) (*llamacpp.Engine, error) {
+		return llamacpp.New(llamacpp.Options{ModelPath: path, Threads: cfg.Threads, GPULayers: layers, FlashAttention: cfg.FlashAttention,
 			BranchBatchTokens: cfg.BranchBatchTokens, PrefixCacheTokens: cfg.PrefixCacheTokens, PrefixCacheStore: cfg.PrefixCacheStore})
+	}
+	open := func(path string) (*llamacpp.Engine, error) {
+		if path == cfg.CascadeSmall {
+			return openWith(path, smallLayers)
+		}
+		return openWith(path, cfg.GPULayers)
 	}
 	small, err := open(cfg.CascadeSmall)
 	if err != nil {
 		return fmt.Errorf("cascade small model: %w", err)
 	}
 	smallName := small.Identity().Name
+	if b := small.Identity().Backend; b != fresh.Identity().Backend {
+		smallName += " (" + b + ")"
+	}
 	t, err := cascadeThreshold(ctx, cfg, small, ds)
 	small.Close()
 	if err != nil {

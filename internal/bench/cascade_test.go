@@ -46,4 +46,13 @@ func TestRunCascade(t *testing.T) {
 
 	_, cascade, _ = run(1, 0)
 	require.Equal(t, 1.0, cascade.EscalationRate, "a bound of 1 escalates every decision")
+
+	// The small model on its own device setting (0: the CPU), as the
+	// stack's CPU pool runs it in front of a GPU pool.
+	cpu := 0
+	rep, err := Run(context.Background(), Config{Model: big, CascadeSmall: small, CascadeSmallGPULayers: &cpu, CascadeEscalate: 0.5,
+		CascadeDecisions: 4, IndependentTokens: 30, Threads: 1, Rounds: 1, Workloads: []string{"w4"}})
+	require.NoError(t, err)
+	require.Len(t, rep.Rows, 2)
+	require.InDelta(t, 0.5, rep.Rows[1].EscalationRate, 1e-9)
 }
