@@ -25,20 +25,28 @@ func sh(name, script string) system {
 // paused one with its interrupt (it is continued first, so it sees the
 // interrupt and is not left for the kill).
 func TestPauseStopsTheProcessUntilResumed(t *testing.T) {
-	s, err := launch(system{name: "sleep", kind: llamaServer, bin: "sleep", args: []string{"60"}})
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	// exec: the shell becomes sleep, same pid, and the listen flags launch
+	// adds go to the shell, not to sleep (which would refuse them and exit
+	// at once, leaving the test to race its reaping).
+	s, err := launch(sh("sleep", "exec sleep 60"))
 	require.NoError(t, err)
+	// state is the process's state letter, "gone" once it was reaped.
 	state := func() string {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/stat")
 		if err != nil {
-			t.Skip("no /proc")
+			return "gone"
 		}
 		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 		return f[0]
 	}
+	require.Eventually(t, func() bool { return state() == "S" }, 5*time.Second, 10*time.Millisecond, "sleep is running: %s", state())
 	require.NoError(t, s.pause())
 	require.Eventually(t, func() bool { return state() == "T" }, 5*time.Second, 10*time.Millisecond, "paused: stopped")
 	require.NoError(t, s.resume())
-	require.Eventually(t, func() bool { return state() != "T" }, 5*time.Second, 10*time.Millisecond, "resumed: running or sleeping")
+	require.Eventually(t, func() bool { st := state(); return st == "S" || st == "R" }, 5*time.Second, 10*time.Millisecond, "resumed: running or sleeping")
 	require.NoError(t, s.pause())
 	s.stop()
 	var exit *ExitError
