@@ -15,6 +15,15 @@ type CascadeStage struct {
 	Model *ModelIdentity `json:"model,omitempty"`
 	// Probabilities are that model's, one per Result.OptionIDs entry.
 	Probabilities []float64 `json:"probabilities,omitempty"`
+	// OptionLogits, Temperature, Calibrated, CalibrationSHA256 and
+	// PromptVersion are that stage's, as in Result: what calibrating the
+	// stage's model from labeled results needs (verdict feedback export
+	// --model).
+	OptionLogits      []float64 `json:"option_logits,omitempty"`
+	Temperature       float64   `json:"temperature,omitempty"`
+	Calibrated        bool      `json:"calibrated,omitempty"`
+	CalibrationSHA256 string    `json:"calibration_sha256,omitempty"`
+	PromptVersion     string    `json:"prompt_version,omitempty"`
 	// Chosen is the option that model ranked first (also on a stage that
 	// escalated, whose outcome named no option).
 	Chosen string `json:"chosen,omitempty"`
@@ -38,7 +47,8 @@ type CascadeStage struct {
 // stage that settles the decision.
 func StageOf(pool Route, r *Result, decided bool) CascadeStage {
 	s := CascadeStage{
-		Pool: pool, Model: r.Model, Probabilities: r.Probabilities,
+		Pool: pool, Model: r.Model, Probabilities: r.Probabilities, OptionLogits: r.OptionLogits,
+		Temperature: r.Temperature, Calibrated: r.Calibrated, CalibrationSHA256: r.CalibrationSHA256, PromptVersion: r.PromptVersion,
 		Confidence: r.Confidence, Margin: r.Margin, Decided: decided, Timing: r.Timing, Error: r.Error,
 	}
 	if best := argmax(r.Probabilities); best >= 0 && best < len(r.OptionIDs) {
@@ -105,4 +115,36 @@ func CheckCascade(stages [][]CascadeStage, decisions int, current Route, path st
 		}
 	}
 	return pools, nil
+}
+
+// AsResult is the stage's answer as a result of its own, for the decision
+// whose result r carries the stage: r's id, kind and options with the
+// stage's model, scores and outcome status. It is what the stage's model
+// answered, for evaluating or calibrating that model alone.
+func (s *CascadeStage) AsResult(r *Result) Result {
+	out := Result{
+		ID: r.ID, Kind: r.Kind, OptionIDs: r.OptionIDs, Probabilities: s.Probabilities, OptionLogits: s.OptionLogits,
+		Chosen: s.Chosen, Confidence: s.Confidence, Margin: s.Margin, Temperature: s.Temperature,
+		Calibrated: s.Calibrated, CalibrationSHA256: s.CalibrationSHA256, PromptVersion: s.PromptVersion,
+		Model: s.Model, Timing: s.Timing, Error: s.Error, Line: r.Line,
+	}
+	if s.Status != "" {
+		out.Outcome = &Outcome{Status: s.Status, Reason: s.Reason}
+	}
+	return out
+}
+
+// ByModel returns what the model named by model answered for r: r itself
+// when r's model is it, else the cascade stage scored by it. model is a
+// sha256 (or a prefix of one, at least 8 hex digits) or a model file name.
+func (r *Result) ByModel(model string) (Result, bool) {
+	if r.Model.Is(model) {
+		return *r, true
+	}
+	for i := range r.Cascade {
+		if r.Cascade[i].Model.Is(model) {
+			return r.Cascade[i].AsResult(r), true
+		}
+	}
+	return Result{}, false
 }

@@ -1,5 +1,10 @@
 package decision
 
+import (
+	"path"
+	"strings"
+)
+
 // Result is what verdict returns for one decision. Arrays follow the order
 // of the decision's options.
 type Result struct {
@@ -129,3 +134,16 @@ func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
 
 // ErrorCode is e.Code, for CodeOf.
 func (e *Error) ErrorCode() Code { return e.Code }
+
+// Is reports whether m is the model named by name: a sha256, or a prefix
+// of one of at least 8 hex digits, or the model's file name (with or
+// without its directory).
+func (m *ModelIdentity) Is(name string) bool {
+	if m == nil || name == "" {
+		return false
+	}
+	if len(name) >= 8 && len(name) <= len(m.SHA256) && strings.HasPrefix(m.SHA256, strings.ToLower(name)) {
+		return true
+	}
+	return m.File == name || path.Base(m.File) == path.Base(name)
+}

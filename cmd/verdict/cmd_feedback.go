@@ -76,6 +76,7 @@ func runFeedback(ctx context.Context, args []string) error {
 type labelSource struct {
 	data, table, region    string
 	tenant, kind, from, to string
+	model                  string
 }
 
 func (s *labelSource) register(fs *flag.FlagSet) {
@@ -86,6 +87,7 @@ func (s *labelSource) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.kind, "kind", "", "only decisions of this policy kind (default: every kind)")
 	fs.StringVar(&s.from, "from", "", "only labels given at or after this RFC 3339 time")
 	fs.StringVar(&s.to, "to", "", "only labels given before this RFC 3339 time")
+	fs.StringVar(&s.model, "model", "", "only what this model answered (its sha256, 8 hex digits of it at least, or its file name): a cascade's decision counts with the stage that model scored, so each model of a cascade is evaluated and calibrated alone (default: every decision's final result)")
 }
 
 // filter checks the filter flags.
@@ -158,12 +160,22 @@ type goldLine struct {
 // calls fn with each one's gold line and prediction record (a `verdict
 // batch` record holding the published result), the pair eval.Join
 // matches.
-func eachExported(ctx context.Context, st labelStore, f results.LabelFilter, fn func(goldLine, batch.Record) error) error {
+//
+// With model set, a decision counts with what that model answered: its
+// result, or the cascade stage that model scored; decisions it did not
+// score are left out.
+func eachExported(ctx context.Context, st labelStore, f results.LabelFilter, model string, fn func(goldLine, batch.Record) error) error {
 	line := 0
 	err := st.EachLabeled(ctx, f, func(l results.Labeled) error {
-		line++
 		r := &l.Stored.Record
 		res := r.Result
+		if model != "" {
+			var ok bool
+			if res, ok = r.Result.ByModel(model); !ok {
+				return nil
+			}
+		}
+		line++
 		res.ID = r.DecisionID
 		format := r.Format
 		if format == "" {
@@ -234,9 +246,12 @@ func runFeedbackExport(ctx context.Context, args []string, log io.Writer) error 
 	}
 	defer pred.abort()
 	genc, penc := json.NewEncoder(gold.w), json.NewEncoder(pred.w)
-	n := 0
-	err = eachExported(ctx, st, f, func(g goldLine, rec batch.Record) error {
+	n, cascaded := 0, 0
+	err = eachExported(ctx, st, f, e.src.model, func(g goldLine, rec batch.Record) error {
 		n++
+		if len(rec.Results[0].Cascade) > 0 {
+			cascaded++
+		}
 		if err := genc.Encode(g); err != nil {
 			return err
 		}
@@ -252,6 +267,9 @@ func runFeedbackExport(ctx context.Context, args []string, log io.Writer) error 
 		return fmt.Errorf("flag --predictions: %w", err)
 	}
 	fmt.Fprintf(log, "verdict feedback export: %d labeled decisions of tenant %q → %s (gold), %s (predictions)\n", n, f.Tenant, e.out, e.pred)
+	if cascaded > 0 && e.src.model == "" {
+		fmt.Fprintf(log, "note: %d of them were settled by a cascade, answered by more than one model: give --model to export one model's answers for verdict calibrate\n", cascaded)
+	}
 	fmt.Fprintf(log, "next: verdict eval --gold %s --predictions %s\n      verdict calibrate --gold %s --predictions %s -o calibration.json\n", e.out, e.pred, e.out, e.pred)
 	return nil
 }
@@ -372,7 +390,7 @@ func runFeedbackReport(ctx context.Context, args []string, out io.Writer) error 
 		return err
 	}
 	defer st.Close()
-	m, err := joinLabeled(ctx, st, f)
+	m, err := joinLabeled(ctx, st, f, r.src.model)
 	if err != nil {
 		return err
 	}
@@ -406,11 +424,11 @@ func runFeedbackReport(ctx context.Context, args []string, out io.Writer) error 
 // joinLabeled joins the labeled decisions as `verdict eval` joins their
 // export: the same lines through eval.ReadGold and eval.Join, so that
 // every figure is the one eval prints on the export.
-func joinLabeled(ctx context.Context, st labelStore, f results.LabelFilter) (eval.Matched, error) {
+func joinLabeled(ctx context.Context, st labelStore, f results.LabelFilter, model string) (eval.Matched, error) {
 	var gold bytes.Buffer
 	var recs []batch.Record
 	enc := json.NewEncoder(&gold)
-	err := eachExported(ctx, st, f, func(g goldLine, rec batch.Record) error {
+	err := eachExported(ctx, st, f, model, func(g goldLine, rec batch.Record) error {
 		recs = append(recs, rec)
 		return enc.Encode(g)
 	})

@@ -305,3 +305,84 @@ func TestFeedbackFlagErrors(t *testing.T) {
 	_, err := os.Stat(gold)
 	require.ErrorIs(t, err, os.ErrNotExist, "a failed export writes nothing")
 }
+
+// TestFeedbackExportByModel: with a cascade, labeled results mix two
+// models, which verdict calibrate refuses. --model exports what one model
+// answered: its final results and the cascade stages it scored, with that
+// stage's logits, so that each model is calibrated alone.
+func TestFeedbackExportByModel(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := results.OpenLocal(dir)
+	require.NoError(t, err)
+	small := &decision.ModelIdentity{File: "/models/small.gguf", SHA256: strings.Repeat("a", 64), Name: "small"}
+	big := &decision.ModelIdentity{File: "/models/big.gguf", SHA256: strings.Repeat("b", 64), Name: "big"}
+	opts := []string{"billing", "account"}
+	scored := func(m *decision.ModelIdentity, i int) decision.Result {
+		logits := []float64{float64(i%3) - 1, float64(i%2) * 0.5}
+		probs := calibrate.Probs(logits, 1)
+		return decision.Result{Kind: "route", OptionIDs: opts, Probabilities: probs, OptionLogits: logits, Chosen: opts[eval.Argmax(probs)],
+			Temperature: 1, PromptVersion: "semif-v1", Model: m, Outcome: &decision.Outcome{Status: decision.StatusDecided}}
+	}
+	const n = 12 // even: escalated to the big model; odd: settled by the small one
+	for i := 0; i < n; i++ {
+		res := scored(small, i)
+		if i%2 == 0 {
+			first := res
+			first.Outcome = &decision.Outcome{Status: decision.StatusEscalate, Reason: "p_max below 0.8"}
+			res = scored(big, i+1)
+			res.Cascade = []decision.CascadeStage{decision.StageOf(decision.RouteCPU, &first, false), decision.StageOf(decision.RouteGPU, &res, true)}
+		}
+		res.ID = fmt.Sprintf("d%d", i)
+		rec := sink.Record{RequestID: "req", DecisionID: res.ID, Tenant: "acme", Format: "semif", SubmittedAt: labelsAt, Status: res.Outcome.Status, Result: res}
+		require.NoError(t, st.Publish(ctx, []sink.Record{rec}))
+		_, err := results.GiveFeedback(ctx, st, results.Feedback{RequestID: "req", DecisionID: res.ID, Tenant: "acme", Option: opts[i%2], Source: "test",
+			At: labelsAt.Add(time.Duration(i) * time.Minute)})
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.Close())
+
+	export := func(args ...string) (string, []decision.Result, string) {
+		gold := filepath.Join(t.TempDir(), "gold.jsonl")
+		var log bytes.Buffer
+		require.NoError(t, runFeedbackExport(ctx, append([]string{"--data", dir, "--tenant", "acme", "-o", gold}, args...), &log))
+		recs, err := eval.ReadRecords(predictionsBeside(gold))
+		require.NoError(t, err)
+		var rs []decision.Result
+		for _, r := range recs {
+			rs = append(rs, r.Results...)
+		}
+		return gold, rs, log.String()
+	}
+	_, all, log := export()
+	require.Len(t, all, n)
+	require.Contains(t, log, "6 of them were settled by a cascade")
+
+	gold, rs, _ := export("--model", "small.gguf")
+	require.Len(t, rs, n, "the small model scored every decision: 6 finals, 6 first stages")
+	for i, r := range rs {
+		require.Equal(t, small.SHA256, r.Model.SHA256, r.ID)
+		require.Equal(t, fmt.Sprintf("d%d", i), r.ID)
+		require.Equal(t, scored(small, i).OptionLogits, r.OptionLogits, "the small model's own logits, from its stage")
+		require.Empty(t, r.Cascade)
+	}
+	out := filepath.Join(t.TempDir(), "small.calibration.json")
+	require.NoError(t, runCalibrate(ctx, []string{"--gold", gold, "--predictions", predictionsBeside(gold), "-o", out, "--folds", "3"}))
+	c, err := calibrate.Load(out)
+	require.NoError(t, err)
+	require.Equal(t, small.SHA256, c.ModelSHA256)
+
+	_, rs, _ = export("--model", strings.Repeat("b", 8))
+	require.Len(t, rs, n/2, "the big model answered the escalated half")
+	for _, r := range rs {
+		require.Equal(t, big.SHA256, r.Model.SHA256)
+	}
+	_, rs, _ = export("--model", "other.gguf")
+	require.Empty(t, rs)
+
+	// Without --model, the mix is refused by calibrate, naming both models.
+	gold, _, _ = export()
+	err = runCalibrate(ctx, []string{"--gold", gold, "--predictions", predictionsBeside(gold), "-o", filepath.Join(t.TempDir(), "c.json"), "--folds", "3"})
+	require.ErrorContains(t, err, "more than one model")
+}
