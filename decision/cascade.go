@@ -75,38 +75,37 @@ func argmax(p []float64) int {
 // CheckCascade validates the stages a message carries for its decisions
 // (one list per decision, or none): every list names the same pools in
 // the same order, each pool once, each stage an escalation, and the
-// message's own pool is not among them. It returns the pools visited,
-// oldest first. path names the field in errors.
-func CheckCascade(stages [][]CascadeStage, decisions int, current Route, path string) ([]Route, error) {
+// message's own pool is not among them. path names the field in errors.
+func CheckCascade(stages [][]CascadeStage, decisions int, current Route, path string) error {
 	if len(stages) == 0 {
-		return nil, nil
+		return nil
 	}
 	if len(stages) != decisions {
-		return nil, fmt.Errorf("%s: has %d entries for %d decisions", path, len(stages), decisions)
+		return fmt.Errorf("%s: has %d entries for %d decisions", path, len(stages), decisions)
 	}
 	var pools []Route
 	for i, list := range stages {
 		p := fmt.Sprintf("%s[%d]", path, i)
 		if len(list) == 0 {
-			return nil, fmt.Errorf("%s: is empty", p)
+			return fmt.Errorf("%s: is empty", p)
 		}
 		if i > 0 && len(list) != len(pools) {
-			return nil, fmt.Errorf("%s: has %d stages, %s[0] has %d", p, len(list), path, len(pools))
+			return fmt.Errorf("%s: has %d stages, %s[0] has %d", p, len(list), path, len(pools))
 		}
 		seen := map[Route]bool{}
 		for k, s := range list {
 			sp := fmt.Sprintf("%s[%d]", p, k)
 			switch {
-			case s.Pool != RouteCPU && s.Pool != RouteGPU:
-				return nil, fmt.Errorf("%s.pool: %q is not a pool (want cpu or gpu)", sp, s.Pool)
+			case !s.Pool.IsPool():
+				return fmt.Errorf("%s.pool: %q is not a pool (want cpu or gpu)", sp, s.Pool)
 			case seen[s.Pool]:
-				return nil, fmt.Errorf("%s.pool: %s is named twice in one cascade", sp, s.Pool)
+				return fmt.Errorf("%s.pool: %s is named twice in one cascade", sp, s.Pool)
 			case s.Pool == current:
-				return nil, fmt.Errorf("%s.pool: %s is the pool this message is on", sp, s.Pool)
+				return fmt.Errorf("%s.pool: %s is the pool this message is on", sp, s.Pool)
 			case s.Status != StatusEscalate:
-				return nil, fmt.Errorf("%s.status: a stage that sent a decision on has status %q, got %q", sp, StatusEscalate, s.Status)
+				return fmt.Errorf("%s.status: a stage that sent a decision on has status %q, got %q", sp, StatusEscalate, s.Status)
 			case i > 0 && s.Pool != pools[k]:
-				return nil, fmt.Errorf("%s.pool: %s, but %s[0] has %s there", sp, s.Pool, path, pools[k])
+				return fmt.Errorf("%s.pool: %s, but %s[0] has %s there", sp, s.Pool, path, pools[k])
 			}
 			seen[s.Pool] = true
 			if i == 0 {
@@ -114,7 +113,7 @@ func CheckCascade(stages [][]CascadeStage, decisions int, current Route, path st
 			}
 		}
 	}
-	return pools, nil
+	return nil
 }
 
 // AsResult is the stage's answer as a result of its own, for the decision

@@ -27,6 +27,10 @@ const (
 	RouteGPU  Route = "gpu"
 )
 
+// IsPool reports whether r names a worker pool (RouteCPU or RouteGPU);
+// RouteAuto and anything else do not.
+func (r Route) IsPool() bool { return r == RouteCPU || r == RouteGPU }
+
 // Priority hints at how urgent a decision is.
 type Priority string
 
@@ -208,9 +212,7 @@ func (d *Decision) validate(l Limits, path string, errs *fieldErrs) {
 			errs.add(join(path, "metadata", k), "keys must be 1..1024 bytes and values at most 1024 bytes")
 		}
 	}
-	switch d.Route {
-	case RouteAuto, RouteCPU, RouteGPU:
-	default:
+	if d.Route != RouteAuto && !d.Route.IsPool() {
 		errs.add(join(path, "route"), "must be \"cpu\" or \"gpu\", got %q", d.Route)
 	}
 	switch d.Priority {

@@ -139,7 +139,7 @@ func (c *Config) validate() error {
 		errs = append(errs, "Queues: at least one queue is required")
 	}
 	for r, s := range c.Queues {
-		if r != decision.RouteCPU && r != decision.RouteGPU {
+		if !r.IsPool() {
 			errs = append(errs, fmt.Sprintf("Queues: route %q must be cpu or gpu", r))
 		}
 		if s == nil {

@@ -103,10 +103,9 @@ func (w *walker) escalation(n *yaml.Node, path string) *escalation {
 				good = false
 				continue
 			}
-			switch r := decision.Route(s); r {
-			case decision.RouteCPU, decision.RouteGPU:
+			if r := decision.Route(s); r.IsPool() {
 				e.to, e.line = r, f.val.Line
-			default:
+			} else {
 				w.add(f.val, f.path, "unknown pool %q (want %s or %s)", s, decision.RouteCPU, decision.RouteGPU)
 				good = false
 			}

@@ -247,13 +247,13 @@ func (c Config) validate() error {
 			return bad(fmt.Sprintf("Sinks[%d]", i), "is nil")
 		}
 	}
-	if c.Pool != decision.RouteAuto && c.Pool != decision.RouteCPU && c.Pool != decision.RouteGPU {
+	if c.Pool != decision.RouteAuto && !c.Pool.IsPool() {
 		return bad("Pool", "must be %q, %q or empty, got %q", decision.RouteCPU, decision.RouteGPU, c.Pool)
 	}
 	for p, q := range c.Escalate {
 		f := fmt.Sprintf("Escalate[%q]", p)
 		switch {
-		case p != decision.RouteCPU && p != decision.RouteGPU:
+		case !p.IsPool():
 			return bad(f, "is not a pool (want %q or %q)", decision.RouteCPU, decision.RouteGPU)
 		case p == c.Pool:
 			return bad(f, "is the worker's own pool: a decision never escalates to the pool it is on")

@@ -35,7 +35,6 @@ func (w *Worker) stage(env *queue.Envelope) policy.Stage {
 // positions of the decisions the policy escalated there. A decision that
 // came through a cascade gets its stages, this one last.
 func (w *Worker) settle(j *job, rs []decision.Result) (recs []sink.Record, esc map[decision.Route][]int) {
-	pool := w.stage(j.env).Pool
 	for i := range rs {
 		r := rs[i]
 		if r.Outcome != nil && r.Outcome.Status == decision.StatusEscalate && r.Outcome.Escalate != "" {
@@ -46,22 +45,27 @@ func (w *Worker) settle(j *job, rs []decision.Result) (recs []sink.Record, esc m
 			continue
 		}
 		if len(j.env.Cascade) > 0 {
-			r.Cascade = append(append([]decision.CascadeStage(nil), j.env.Cascade[i]...), w.stageEntry(pool, &r, true))
+			r.Cascade = w.stages(j, i, &r, true)
 		}
 		recs = append(recs, w.record(j.env, i, r))
 	}
 	return recs, esc
 }
 
-// stageEntry is r's cascade entry on pool, without the timing unless the
-// worker publishes timing (a redelivered message then sends identical
-// bytes on).
-func (w *Worker) stageEntry(pool decision.Route, r *decision.Result, decided bool) decision.CascadeStage {
-	s := decision.StageOf(pool, r, decided)
+// stages is the cascade of the message's i-th decision so far, r (its
+// result on this worker's pool) last: a new list, the envelope's stays as
+// it is. The timing of r is left out unless the worker publishes timing (a
+// redelivered message then sends identical bytes on).
+func (w *Worker) stages(j *job, i int, r *decision.Result, decided bool) []decision.CascadeStage {
+	var before []decision.CascadeStage
+	if len(j.env.Cascade) > 0 {
+		before = j.env.Cascade[i]
+	}
+	s := decision.StageOf(j.stage.Pool, r, decided)
 	if !w.cfg.PublishTiming {
 		s.Timing = nil
 	}
-	return s
+	return append(append(make([]decision.CascadeStage, 0, len(before)+1), before...), s)
 }
 
 // escalate sends the decisions the policy escalated on to their pools'
@@ -78,7 +82,7 @@ func (w *Worker) escalate(j *job, rs []decision.Result, esc map[decision.Route][
 	if len(esc) == 0 || w.memo.has(j.msg.ID, memoEscalate) {
 		return nil
 	}
-	pool := w.stage(j.env).Pool
+	pool := j.stage.Pool
 	pools := make([]decision.Route, 0, len(esc))
 	for p := range esc {
 		pools = append(pools, p)
@@ -90,7 +94,7 @@ func (w *Worker) escalate(j *job, rs []decision.Result, esc map[decision.Route][
 			// The policy's Stage names only Config.Escalate's pools.
 			return fmt.Errorf("worker: escalation to %s, which has no queue", to)
 		}
-		msgs, err := w.escalationMessages(j, rs, esc[to], pool, to)
+		msgs, err := w.escalationMessages(j, rs, esc[to], to)
 		if err != nil {
 			return err
 		}
@@ -117,7 +121,8 @@ func (w *Worker) escalate(j *job, rs []decision.Result, esc map[decision.Route][
 
 // escalationMessages encodes the decisions at positions idx as messages
 // for pool to: one message when it fits, else one per decision.
-func (w *Worker) escalationMessages(j *job, rs []decision.Result, idx []int, from, to decision.Route) ([]queue.Outgoing, error) {
+func (w *Worker) escalationMessages(j *job, rs []decision.Result, idx []int, to decision.Route) ([]queue.Outgoing, error) {
+	from := j.stage.Pool
 	build := func(idx []int) (queue.Outgoing, error) {
 		env := *j.env
 		env.Route = to
@@ -128,11 +133,7 @@ func (w *Worker) escalationMessages(j *job, rs []decision.Result, idx []int, fro
 			d := j.env.Decisions[i]
 			d.ID = decisionID(&d, i) // its key stays the one of the first message
 			env.Decisions[k] = d
-			var before []decision.CascadeStage
-			if len(j.env.Cascade) > 0 {
-				before = j.env.Cascade[i]
-			}
-			env.Cascade[k] = append(append([]decision.CascadeStage(nil), before...), w.stageEntry(from, &rs[i], false))
+			env.Cascade[k] = w.stages(j, i, &rs[i], false)
 			keys[k] = d.ID
 		}
 		body, err := env.Marshal()

@@ -21,6 +21,7 @@ type job struct {
 	msg     queue.Message
 	ctx     context.Context // the message's work: ends at its deadline or when a stop abandons it
 	env     *queue.Envelope
+	stage   policy.Stage        // where in a cascade the message's decisions are (escalate.go)
 	flow    *policy.Flow        // the message's decisions through the policy
 	pending []decision.Decision // what the policy left to score
 	scored  []decision.Result   // one result per pending decision
@@ -119,7 +120,8 @@ func (w *Worker) prepare(j *job) {
 		return
 	}
 	j.env = env
-	caller := policy.Caller{Tenant: env.Tenant, APIKeySHA256: env.APIKeySHA256, Metadata: env.Metadata, Stage: w.stage(env)}
+	j.stage = w.stage(env)
+	caller := policy.Caller{Tenant: env.Tenant, APIKeySHA256: env.APIKeySHA256, Metadata: env.Metadata, Stage: j.stage}
 	j.flow = w.cfg.Policy.Current().Start(env.Decisions, caller)
 	j.pending = j.flow.Pending()
 	j.scored = make([]decision.Result, len(j.pending))

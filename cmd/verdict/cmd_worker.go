@@ -229,7 +229,7 @@ func (f *workerFlags) build(ctx context.Context, res *resources) (worker.Config,
 		if f.maxReceives < 1 {
 			return cfg, fmt.Errorf("flag --max-receives: must be >= 1, got %d", f.maxReceives)
 		}
-		q, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(f.data, "queue.db"), Name: f.queueName, MaxReceives: f.maxReceives, Visibility: f.visibility})
+		q, err := f.openLocal(f.queueName)
 		if err != nil {
 			return cfg, fmt.Errorf("flag --data: %w", err)
 		}
@@ -356,15 +356,21 @@ func (f *workerFlags) build(ctx context.Context, res *resources) (worker.Config,
 
 type queueAWS struct{ cfg aws.Config }
 
+// openLocal opens the local queue name in DATA/queue.db: the one the
+// worker consumes, or one it sends escalated decisions to.
+func (f *workerFlags) openLocal(name string) (*queue.Local, error) {
+	return queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(f.data, "queue.db"), Name: name, MaxReceives: f.maxReceives, Visibility: f.visibility})
+}
+
 // cascade reads --pool and --escalate: the worker's pool (from
 // --queue-name for a local queue named cpu or gpu) and the queues of the
 // pools it sends escalated decisions to.
 func (f *workerFlags) cascade(ctx context.Context, loadAWS func() (*queueAWS, error), res *resources) (decision.Route, map[decision.Route]queue.Sender, error) {
 	pool := decision.Route(f.pool)
 	switch {
-	case pool == decision.RouteAuto && f.queueKind == "local" && (f.queueName == "cpu" || f.queueName == "gpu"):
+	case pool == decision.RouteAuto && f.queueKind == "local" && decision.Route(f.queueName).IsPool():
 		pool = decision.Route(f.queueName)
-	case pool != decision.RouteAuto && pool != decision.RouteCPU && pool != decision.RouteGPU:
+	case pool != decision.RouteAuto && !pool.IsPool():
 		return "", nil, fmt.Errorf("flag --pool: %q is not a pool (want cpu or gpu)", f.pool)
 	}
 	if strings.TrimSpace(f.escalate) == "" {
@@ -381,7 +387,7 @@ func (f *workerFlags) cascade(ctx context.Context, loadAWS func() (*queueAWS, er
 		switch {
 		case !ok || target == "":
 			return "", nil, fmt.Errorf("flag --escalate: %q is not POOL=QUEUE", part)
-		case to != decision.RouteCPU && to != decision.RouteGPU:
+		case !to.IsPool():
 			return "", nil, fmt.Errorf("flag --escalate: %q is not a pool (want cpu or gpu)", name)
 		case to == pool:
 			return "", nil, fmt.Errorf("flag --escalate: %s is this worker's own pool (--pool): a pool cannot escalate to itself", to)
@@ -390,7 +396,7 @@ func (f *workerFlags) cascade(ctx context.Context, loadAWS func() (*queueAWS, er
 		}
 		switch f.queueKind {
 		case "local":
-			q, err := queue.OpenLocal(queue.LocalConfig{Path: filepath.Join(f.data, "queue.db"), Name: target, MaxReceives: f.maxReceives, Visibility: f.visibility})
+			q, err := f.openLocal(target)
 			if err != nil {
 				return "", nil, fmt.Errorf("flag --escalate: %s: %w", to, err)
 			}

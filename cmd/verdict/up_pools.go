@@ -47,7 +47,7 @@ func parsePools(s string) ([]decision.Route, error) {
 	seen := map[decision.Route]bool{}
 	for _, p := range strings.Split(s, ",") {
 		r := decision.Route(strings.TrimSpace(p))
-		if r != decision.RouteCPU && r != decision.RouteGPU {
+		if !r.IsPool() {
 			return nil, fmt.Errorf("flag --pools: %q is not a pool (want cpu, gpu or cpu,gpu)", p)
 		}
 		if seen[r] {

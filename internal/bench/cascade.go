@@ -75,13 +75,9 @@ func runCascade(ctx context.Context, cfg Config, rep *Report, fresh *llamacpp.En
 		return llamacpp.New(llamacpp.Options{ModelPath: path, Threads: cfg.Threads, GPULayers: layers, FlashAttention: cfg.FlashAttention,
 			BranchBatchTokens: cfg.BranchBatchTokens, PrefixCacheTokens: cfg.PrefixCacheTokens, PrefixCacheStore: cfg.PrefixCacheStore})
 	}
-	open := func(path string) (*llamacpp.Engine, error) {
-		if path == cfg.CascadeSmall {
-			return openWith(path, smallLayers)
-		}
-		return openWith(path, cfg.GPULayers)
-	}
-	small, err := open(cfg.CascadeSmall)
+	openSmall := func() (*llamacpp.Engine, error) { return openWith(cfg.CascadeSmall, smallLayers) }
+	openBig := func() (*llamacpp.Engine, error) { return openWith(cfg.Model, cfg.GPULayers) }
+	small, err := openSmall()
 	if err != nil {
 		return fmt.Errorf("cascade small model: %w", err)
 	}
@@ -109,26 +105,23 @@ func runCascade(ctx context.Context, cfg Config, rep *Report, fresh *llamacpp.En
 	modes := []func() (Row, error){
 		func() (Row, error) {
 			fmt.Fprintf(cfg.Log, "%s: big alone\n", name)
-			big, err := open(cfg.Model)
+			big, err := openBig()
 			if err != nil {
 				return Row{}, err
 			}
 			defer big.Close()
 			row := mk("big alone", bigName)
-			err = measureAll([]*llamacpp.Engine{big}, &row, func() ([]time.Duration, time.Duration, error) {
-				lat, err := scoreOne(ctx, big, ds)
-				return lat, 0, err
-			})
+			err = measure(big, &row, func() ([]time.Duration, error) { return scoreOne(ctx, big, ds) })
 			return row, err
 		},
 		func() (Row, error) {
 			fmt.Fprintf(cfg.Log, "%s: cascade\n", name)
-			small, err := open(cfg.CascadeSmall)
+			small, err := openSmall()
 			if err != nil {
 				return Row{}, err
 			}
 			defer small.Close()
-			big, err := open(cfg.Model)
+			big, err := openBig()
 			if err != nil {
 				return Row{}, err
 			}

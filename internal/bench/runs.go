@@ -83,21 +83,10 @@ func prefillRow(ctx context.Context, cfg Config, threads int, mmap string) (Row,
 
 // measure runs fn and fills the counters of a row from the engine's stats.
 func measure(e *llamacpp.Engine, row *Row, fn func() ([]time.Duration, error)) error {
-	before := e.Stats()
-	start := time.Now()
-	lat, err := fn()
-	if err != nil {
-		return err
-	}
-	wall := time.Since(start)
-	after := e.Stats()
-	row.WallSeconds = wall.Seconds()
-	row.DecisionsPerSec = float64(row.Decisions) / wall.Seconds()
-	row.P50Ms, row.P95Ms = pct(lat, 50), pct(lat, 95)
-	row.TokensSubmitted = after.TokensSubmitted - before.TokensSubmitted
-	row.TokensEvaluated = after.TokensEvaluated - before.TokensEvaluated
-	row.DecodeShare = float64(after.DecodeNanos-before.DecodeNanos) / 1e9 / wall.Seconds()
-	return nil
+	return measureAll([]*llamacpp.Engine{e}, row, func() ([]time.Duration, time.Duration, error) {
+		lat, err := fn()
+		return lat, 0, err
+	})
 }
 
 // runGrouped runs a workload of decisions grouped by shared state.

@@ -124,7 +124,7 @@ func UnmarshalEnvelope(b []byte) (*Envelope, error) {
 			return &e, fmt.Errorf("%w: request %s: %w", ErrBadEnvelope, e.RequestID, err)
 		}
 	}
-	if _, err := decision.CheckCascade(e.Cascade, len(e.Decisions), e.Route, "cascade"); err != nil {
+	if err := decision.CheckCascade(e.Cascade, len(e.Decisions), e.Route, "cascade"); err != nil {
 		return &e, fmt.Errorf("%w: request %s: %w", ErrBadEnvelope, e.RequestID, err)
 	}
 	return &e, nil
