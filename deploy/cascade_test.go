@@ -27,12 +27,15 @@ var noValue = &struct{ noValue bool }{true}
 
 // evaluator evaluates the template's intrinsic functions for one set of
 // parameter values (a parameter not given takes its Default), as
-// CloudFormation would when it creates the stack. A resource's Ref
-// evaluates to "ref:NAME" and a Fn::GetAtt to "getatt:NAME.ATTR", so that
-// what a value points at stays visible.
+// CloudFormation would when it creates the stack. Without physical, a
+// resource's Ref evaluates to "ref:NAME" and a Fn::GetAtt to
+// "getatt:NAME.ATTR", so that what a value points at stays visible; with
+// physical (a created stack's resources by logical name), to the created
+// resource's id, name or ARN.
 type evaluator struct {
-	raw    any
-	params map[string]string
+	raw      any
+	params   map[string]string
+	physical map[string]string
 }
 
 func (e evaluator) ref(name string) any {
@@ -53,11 +56,29 @@ func (e evaluator) ref(name string) any {
 	}
 	if p, ok := at(e.raw, "Parameters", name).(obj); ok {
 		if d, ok := p["Default"]; ok {
-			return fmt.Sprint(d)
+			return d
 		}
 		return fmt.Errorf("parameter %s has no value and no default", name)
 	}
+	if e.physical != nil {
+		return e.physical[name]
+	}
 	return "ref:" + name
+}
+
+// getAtt is Fn::GetAtt of a resource: with physical, a service's Name or
+// a queue's QueueName (the last part of its id) or else the id itself (an
+// ARN).
+func (e evaluator) getAtt(res, attr string) string {
+	if e.physical == nil {
+		return "getatt:" + res + "." + attr
+	}
+	id := e.physical[res]
+	switch attr {
+	case "Name", "QueueName":
+		return id[strings.LastIndex(id, "/")+1:]
+	}
+	return id
 }
 
 // condition evaluates a condition of the Conditions section, or an
@@ -110,7 +131,7 @@ func (e evaluator) eval(v any) any {
 					return e.ref(str(a))
 				case "Fn::GetAtt":
 					if len(l) == 2 {
-						return "getatt:" + str(l[0]) + "." + str(l[1])
+						return e.getAtt(str(l[0]), str(l[1]))
 					}
 				case "Fn::If":
 					if len(l) == 3 {
@@ -165,7 +186,7 @@ func (e evaluator) eval(v any) any {
 							return fmt.Sprint(e.eval(v))
 						}
 						if res, attr, ok := strings.Cut(n, "."); ok {
-							return "getatt:" + res + "." + attr
+							return e.getAtt(res, attr)
 						}
 						return fmt.Sprint(e.ref(n))
 					})

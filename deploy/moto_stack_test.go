@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -220,19 +219,19 @@ func TestTemplateCreatesInMoto(t *testing.T) {
 	}
 
 	// The scaling resources, replayed through the APIs.
-	r := resolver{raw: raw, physical: physical, params: params, stack: "verdict"}
+	r := evaluator{raw: raw, physical: physical, params: params}
 	for _, tgt := range resourcesOf(raw, "AWS::ApplicationAutoScaling::ScalableTarget") {
-		in := r.resolve(props(raw, tgt)).(obj)
+		in := r.eval(props(raw, tgt)).(obj)
 		cli(nil, "application-autoscaling", "register-scalable-target", "--cli-input-json", mustJSON(in))
 	}
 	for _, pol := range resourcesOf(raw, "AWS::ApplicationAutoScaling::ScalingPolicy") {
-		in := r.resolve(props(raw, pol)).(obj)
+		in := r.eval(props(raw, pol)).(obj)
 		tgt := props(raw, refName(props(raw, pol)["ScalingTargetId"]))
 		if tgt == nil {
 			t.Fatalf("%s: ScalingTargetId is not a scalable target", pol)
 		}
 		delete(in, "ScalingTargetId")
-		for k, v := range r.resolve(tgt).(obj) {
+		for k, v := range r.eval(tgt).(obj) {
 			if k == "ServiceNamespace" || k == "ResourceId" || k == "ScalableDimension" {
 				in[k] = v
 			}
@@ -242,7 +241,7 @@ func TestTemplateCreatesInMoto(t *testing.T) {
 		r.physical[pol] = out.PolicyARN
 	}
 	for _, al := range resourcesOf(raw, "AWS::CloudWatch::Alarm") {
-		in := r.resolve(props(raw, al)).(obj)
+		in := r.eval(props(raw, al)).(obj)
 		in["AlarmName"] = al
 		for _, a := range stringsOf(in["AlarmActions"]) {
 			if !strings.HasPrefix(a, "arn:") {
@@ -455,80 +454,3 @@ func jsonAny(v any) any {
 }
 
 func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
-
-// resolver evaluates the intrinsic functions the scaling resources use
-// against a created stack: Ref (parameters, resources, pseudo
-// parameters), Fn::GetAtt (a service's Name, a queue's QueueName, an Arn)
-// and Fn::Sub.
-type resolver struct {
-	raw      obj
-	physical map[string]string
-	params   map[string]string
-	stack    string
-}
-
-var subRef = regexp.MustCompile(`\$\{([^}]+)\}`)
-
-func (r resolver) ref(name string) any {
-	switch name {
-	case "AWS::StackName":
-		return r.stack
-	case "AWS::Region":
-		return "us-east-1"
-	case "AWS::Partition":
-		return "aws"
-	case "AWS::AccountId":
-		return "123456789012"
-	}
-	if v, ok := r.params[name]; ok {
-		return v
-	}
-	if p, ok := at(r.raw, "Parameters", name).(obj); ok {
-		return p["Default"]
-	}
-	return r.physical[name]
-}
-
-func (r resolver) getAtt(res, attr string) string {
-	id := r.physical[res]
-	switch attr {
-	case "Name", "QueueName":
-		return id[strings.LastIndex(id, "/")+1:]
-	}
-	return id
-}
-
-func (r resolver) resolve(v any) any {
-	switch x := v.(type) {
-	case obj:
-		if len(x) == 1 {
-			if n, ok := x["Ref"].(string); ok {
-				return r.ref(n)
-			}
-			if g, ok := x["Fn::GetAtt"].([]any); ok {
-				return r.getAtt(str(g[0]), str(g[1]))
-			}
-			if s, ok := x["Fn::Sub"].(string); ok {
-				return subRef.ReplaceAllStringFunc(s, func(m string) string {
-					n := m[2 : len(m)-1]
-					if res, attr, ok := strings.Cut(n, "."); ok {
-						return r.getAtt(res, attr)
-					}
-					return fmt.Sprint(r.ref(n))
-				})
-			}
-		}
-		out := obj{}
-		for k, vv := range x {
-			out[k] = r.resolve(vv)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, vv := range x {
-			out[i] = r.resolve(vv)
-		}
-		return out
-	}
-	return v
-}

@@ -40,6 +40,19 @@ kinds:
     match: [{id: '^direct-'}]
 `
 
+// cascadeFiles writes a cascade's files in a new directory: the small
+// model (synthetic tiny, seed 1), the big one (bigShape) and
+// upCascadePolicy.
+func cascadeFiles(t *testing.T, bigShape gguf.SynthOptions) (dir, small, big, pol string) {
+	t.Helper()
+	dir = t.TempDir()
+	small, big, pol = filepath.Join(dir, "small.gguf"), filepath.Join(dir, "big.gguf"), filepath.Join(dir, "policy.yaml")
+	require.NoError(t, gguf.Synth(small, gguf.SynthOptions{Shape: "tiny", Seed: 1}))
+	require.NoError(t, gguf.Synth(big, bigShape))
+	require.NoError(t, os.WriteFile(pol, []byte(upCascadePolicy), 0o644))
+	return dir, small, big, pol
+}
+
 // TestUpCascade runs `verdict up` with two pools and two synthetic models
 // of different sizes: decisions escalated by probability and by margin
 // are published once, by the gpu pool, with both stages in their cascade;
@@ -47,12 +60,7 @@ kinds:
 func TestUpCascade(t *testing.T) {
 	t.Parallel()
 	bin := buildVerdict(t)
-	dir := t.TempDir()
-	small, big := filepath.Join(dir, "small.gguf"), filepath.Join(dir, "big.gguf")
-	require.NoError(t, gguf.Synth(small, gguf.SynthOptions{Shape: "tiny", Seed: 1}))
-	require.NoError(t, gguf.Synth(big, gguf.SynthOptions{Shape: "medium", Seed: 2}))
-	pol := filepath.Join(dir, "policy.yaml")
-	require.NoError(t, os.WriteFile(pol, []byte(upCascadePolicy), 0o644))
+	dir, small, big, pol := cascadeFiles(t, gguf.SynthOptions{Shape: "medium", Seed: 2})
 	p := startUp(t, bin, "--data", filepath.Join(dir, "data"), "--pools", "cpu,gpu", "--model", small, "--gpu-model", big, "--policy", pol)
 
 	opts := `"options": [{"id": "it", "description": "IT."}, {"id": "facilities", "description": "Facilities."}]`
@@ -127,12 +135,7 @@ func TestUpRefusesAnEscalationItCannotRun(t *testing.T) {
 func TestUpCascadeToASageMakerPool(t *testing.T) {
 	t.Parallel()
 	bin := buildVerdict(t)
-	dir := t.TempDir()
-	small, big := filepath.Join(dir, "small.gguf"), filepath.Join(dir, "big.gguf")
-	require.NoError(t, gguf.Synth(small, gguf.SynthOptions{Shape: "tiny", Seed: 1}))
-	require.NoError(t, gguf.Synth(big, gguf.SynthOptions{Shape: "tiny", Seed: 5}))
-	pol := filepath.Join(dir, "policy.yaml")
-	require.NoError(t, os.WriteFile(pol, []byte(upCascadePolicy), 0o644))
+	dir, small, big, pol := cascadeFiles(t, gguf.SynthOptions{Shape: "tiny", Seed: 5})
 
 	serve := startVerdict(t, bin, nil, "serve", "--addr", "127.0.0.1:0", "--model", big, "--threads", "1", "--ctx", "4096", "--log-format", "json")
 	url := "http://" + serve.waitMsg(t, "listening").Addr
