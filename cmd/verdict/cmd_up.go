@@ -136,8 +136,8 @@ func (f *upFlags) checkGPUSageMaker() error {
 	case f.gpuModel != "":
 		return errors.New("flag --gpu-model: the gpu pool scores on --gpu-sagemaker-endpoint and loads no model; give one or the other")
 	}
-	sm := f.gpuSM
-	sm.engine, sm.maxAttempts, sm.maxElapsed, sm.attemptTimeout, sm.maxBatch, sm.concurrency = engineSageMaker, 5, 30*time.Second, 60*time.Second, 64, 4
+	sm := sageMakerDefaults
+	sm.engine, sm.endpoint, sm.url = engineSageMaker, f.gpuSM.endpoint, f.gpuSM.url
 	if err := sm.check(nil); err != nil {
 		return fmt.Errorf("%s", strings.NewReplacer("flag --sagemaker-", "flag --gpu-sagemaker-").Replace(err.Error()))
 	}

@@ -89,15 +89,20 @@ const (
 	engineSageMaker = "sagemaker"
 )
 
+// sageMakerDefaults are the endpoint client's settings when no flag gives
+// them: the worker's flag defaults, and verdict up's for its gpu pool.
+var sageMakerDefaults = sageMakerFlags{maxAttempts: 5, maxElapsed: 30 * time.Second, attemptTimeout: 60 * time.Second, maxBatch: 64, concurrency: 4}
+
 func (f *sageMakerFlags) register(fs *flag.FlagSet) {
+	d := sageMakerDefaults
 	fs.StringVar(&f.engine, "engine", engineLlamaCpp, "scoring engine: llamacpp (load the model in-process) or sagemaker (send decisions to a SageMaker endpoint; no model is loaded)")
 	fs.StringVar(&f.endpoint, "sagemaker-endpoint", "", "SageMaker endpoint `name` (required with --engine sagemaker)")
 	fs.StringVar(&f.url, "sagemaker-url", "", "SageMaker runtime `URL` override, e.g. a local verdict serve at http://127.0.0.1:8080 (default: the region's endpoint)")
-	fs.IntVar(&f.maxAttempts, "sagemaker-max-attempts", 5, "attempts per endpoint request, the first included (503, 429, 5xx and connection errors are retried)")
-	fs.DurationVar(&f.maxElapsed, "sagemaker-max-elapsed", 30*time.Second, "longest time one endpoint request may spend retrying; then the message is released for later")
-	fs.DurationVar(&f.attemptTimeout, "sagemaker-attempt-timeout", 60*time.Second, "limit of one endpoint attempt; a slower one is retried")
-	fs.IntVar(&f.maxBatch, "sagemaker-max-batch", 64, "most decisions per endpoint request (decisions sharing a state go together)")
-	fs.IntVar(&f.concurrency, "sagemaker-concurrency", 4, "endpoint requests in flight per scored batch")
+	fs.IntVar(&f.maxAttempts, "sagemaker-max-attempts", d.maxAttempts, "attempts per endpoint request, the first included (503, 429, 5xx and connection errors are retried)")
+	fs.DurationVar(&f.maxElapsed, "sagemaker-max-elapsed", d.maxElapsed, "longest time one endpoint request may spend retrying; then the message is released for later")
+	fs.DurationVar(&f.attemptTimeout, "sagemaker-attempt-timeout", d.attemptTimeout, "limit of one endpoint attempt; a slower one is retried")
+	fs.IntVar(&f.maxBatch, "sagemaker-max-batch", d.maxBatch, "most decisions per endpoint request (decisions sharing a state go together)")
+	fs.IntVar(&f.concurrency, "sagemaker-concurrency", d.concurrency, "endpoint requests in flight per scored batch")
 }
 
 // check validates the engine flags, naming the flag. set holds the flags
